@@ -1,0 +1,16 @@
+"""dpnet: differentially private decentralized optimization.
+
+n agents on a graph jointly minimise a sum of private objectives while exchanging only noisy,
+often compressed messages; dpnet runs the algorithms of the literature behind one API, says how
+much privacy each run spent, and regenerates the papers' figures.
+"""
+
+from . import algorithms, compression, graphs, noise, privacy, problems
+from .errors import DPNetError, NonFiniteError, ParameterError, UnknownNameError
+from .network import Network
+from .runner import Result, run
+
+__version__ = "0.1.0"
+
+__all__ = ["algorithms", "compression", "graphs", "noise", "privacy", "problems", "Network",
+           "Result", "run", "DPNetError", "NonFiniteError", "ParameterError", "UnknownNameError"]

@@ -1,0 +1,124 @@
+"""Algorithm base class, the per-run context, and the registry.
+
+An algorithm is a small object holding hyper-parameters (named as in its paper, validated on
+construction) with two methods over stacked state:
+
+* ``init(ctx, x0) -> state``: a dict of named ``(n_local, d)`` (or halo) tensors, ``state["x"]``
+  being the iterates;
+* ``step(ctx, state, k) -> state``: iteration k, using only tensor algebra on the local rows and
+  the :class:`~dpnet.network.Network` (``ctx.net``) for anything that crosses between agents.
+
+Private algorithms also implement ``privacy(problem, graph, iterations=..., **constants)``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from ..errors import UnknownNameError, require
+from ..graphs import Graph
+from ..network import Network
+from ..noise import Noise
+from ..privacy.guarantee import PrivacyGuarantee
+from ..problems.base import Problem
+from ..rng import Streams
+
+State = dict[str, torch.Tensor]
+
+
+@dataclass
+class Context:
+    """Everything a step may use: the problem, the network door and the run's random streams."""
+
+    problem: Problem
+    net: Network
+    rng: Streams
+
+    @property
+    def n(self) -> int:
+        return self.net.n
+
+    @property
+    def dim(self) -> int:
+        return self.problem.dim
+
+    @property
+    def agents(self) -> np.ndarray:
+        return self.net.agents
+
+    def grad(self, X: torch.Tensor, batch_size: int | None = None, k: int = 0,
+             purpose: str = "sample") -> torch.Tensor:
+        """Local gradients of the local agents at their rows X (minibatch when batch_size)."""
+        if batch_size is None:
+            return self.problem.grad(X, self.agents)
+        return self.problem.stochastic_grad(X, self.rng, k, batch_size, self.agents, purpose)
+
+    def noise(self, noise: Noise, purpose: str, k: int) -> torch.Tensor:
+        """This iteration's draw of ``noise`` for the local agents, ``(n_local, d)``."""
+        return noise.sample(self.rng, purpose, k, self.agents, self.n, self.dim, self.net.dtype)
+
+
+class Algorithm(ABC):
+    """Base class of every dpnet algorithm (see the module docstring)."""
+
+    name: ClassVar[str] = "algorithm"
+    paper: ClassVar[str] = ""
+    private: ClassVar[bool] = False
+
+    @abstractmethod
+    def init(self, ctx: Context, x0: torch.Tensor) -> State:
+        """Initial state from the local rows of x0."""
+
+    @abstractmethod
+    def step(self, ctx: Context, state: State, k: int) -> State:
+        """Iteration k -> k+1."""
+
+    def iterate(self, state: State) -> torch.Tensor:
+        return state["x"]
+
+    def check_graph(self, graph: Graph) -> None:
+        """Raise if the graph does not meet the algorithm's requirement (default: none)."""
+
+    def check_problem(self, problem: Problem) -> None:
+        """Raise if the problem does not meet the algorithm's requirement (default: none)."""
+
+    def privacy(self, problem: Problem, graph: Graph, iterations: int | None = None,
+                **constants: Any) -> PrivacyGuarantee:
+        """The guarantee these parameters buy (non-private algorithms: none)."""
+        return PrivacyGuarantee.none(f"{self.name} adds no privacy noise", iterations)
+
+    def params(self) -> dict[str, Any]:
+        """Hyper-parameters for reports."""
+        return {k: (repr(v) if not isinstance(v, int | float | str | bool | type(None)) else v)
+                for k, v in vars(self).items() if not k.startswith("_")}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v}" for k, v in self.params().items())
+        return f"{type(self).__name__}({args})"
+
+
+_REGISTRY: dict[str, type[Algorithm]] = {}
+
+
+def register(cls: type[Algorithm]) -> type[Algorithm]:
+    """Class decorator: make ``cls`` available as ``dpnet.algorithms.get(cls.name)``."""
+    require(cls.name not in _REGISTRY or _REGISTRY[cls.name] is cls, "name", cls.name,
+            "algorithm names are unique")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def get(name: str) -> type[Algorithm]:
+    key = name.lower().replace("-", "_")
+    if key not in _REGISTRY:
+        raise UnknownNameError("algorithm", name, _REGISTRY)
+    return _REGISTRY[key]
+
+
+def available() -> dict[str, type[Algorithm]]:
+    return dict(sorted(_REGISTRY.items()))

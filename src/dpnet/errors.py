@@ -1,0 +1,93 @@
+"""Errors raised by dpnet.
+
+Every check names the parameter, the value it received and the condition it violates, so a user
+can fix the call without reading the source.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+
+class DPNetError(Exception):
+    """Base class of dpnet's own errors."""
+
+
+class ParameterError(DPNetError, ValueError):
+    """A parameter violates a condition of the algorithm, graph or accountant."""
+
+    def __init__(self, name: str, value: Any, condition: str, hint: str = "") -> None:
+        self.name, self.value, self.condition = name, value, condition
+        msg = f"{name}={_short(value)} violates the condition: {condition}"
+        if hint:
+            msg += f" ({hint})"
+        super().__init__(msg)
+
+
+class NonFiniteError(DPNetError, FloatingPointError):
+    """An iterate became NaN or infinite during a run."""
+
+    def __init__(self, iteration: int, variable: str, detail: str = "") -> None:
+        self.iteration, self.variable = iteration, variable
+        msg = (f"non-finite value in '{variable}' at iteration {iteration}: the run diverged"
+               " (reduce the step size or the noise scale)")
+        if detail:
+            msg += f"; {detail}"
+        super().__init__(msg)
+
+
+class UnknownNameError(DPNetError, KeyError):
+    """A name looked up in a registry (algorithm, graph, problem, experiment) does not exist."""
+
+    def __init__(self, kind: str, name: str, known: Iterable[str]) -> None:
+        self.kind, self.name, self.known = kind, name, sorted(known)
+        super().__init__(f"unknown {kind} '{name}'; known {kind}s: {', '.join(self.known)}")
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the message
+        return self.args[0]
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def require(ok: bool, name: str, value: Any, condition: str, hint: str = "") -> None:
+    """Raise :class:`ParameterError` unless ``ok``."""
+    if not ok:
+        raise ParameterError(name, value, condition, hint)
+
+
+def finite_real(name: str, value: Any) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ParameterError(name, value, "must be a real number") from None
+    require(math.isfinite(v), name, value, "must be finite")
+    return v
+
+
+def positive(name: str, value: Any) -> float:
+    v = finite_real(name, value)
+    require(v > 0, name, value, f"{name} > 0")
+    return v
+
+
+def nonnegative(name: str, value: Any) -> float:
+    v = finite_real(name, value)
+    require(v >= 0, name, value, f"{name} >= 0")
+    return v
+
+
+def open_interval(name: str, value: Any, lo: float, hi: float) -> float:
+    v = finite_real(name, value)
+    require(lo < v < hi, name, value, f"{lo} < {name} < {hi}")
+    return v
+
+
+def positive_int(name: str, value: Any) -> int:
+    require(isinstance(value, int | float) and float(value).is_integer() and value >= 1,
+            name, value, f"{name} must be an integer >= 1")
+    return int(value)

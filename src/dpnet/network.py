@@ -1,0 +1,254 @@
+"""The one door between agents.
+
+Algorithms never index another agent's row. They hand the rows they want to send to
+:meth:`Network.exchange`, which compresses them, charges the bits a real wire would carry, records
+the transcript an eavesdropper on every link would see, and returns what the receivers decode.
+Weighted sums over neighbours (:meth:`Network.mix`, :meth:`Network.laplacian`) act only on such
+received tensors.
+
+Two kinds of tensors appear in algorithm code:
+
+* **local** tensors, ``(n_local, d)``: one row per agent held by this process;
+* **halo** tensors, ``(n_halo, d)``: rows of the local agents and of every agent they receive
+  from, in the network's halo order. :meth:`exchange` returns one; copies that every holder keeps
+  of its neighbours (paper 000's ``x^c``, paper 001's public ``x_hat``) are halo tensors too, and
+  ordinary tensor arithmetic between halo tensors is allowed. :meth:`own` extracts the local rows.
+
+In this simulated network every process holds all agents, so ``n_local = n_halo = n`` and the
+halo order is the identity; :mod:`dpnet.distributed` implements the same contract over
+``torch.distributed`` where a rank holds a block of agents.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .compression import Compressor, Identity
+from .errors import ParameterError, require
+from .graphs import Graph
+from .rng import Streams
+
+_DENSE_LIMIT = 128  # below this many agents a dense matmul beats sparse CSR
+
+
+@dataclass
+class TranscriptEntry:
+    iteration: int
+    name: str
+    senders: np.ndarray           # global indices of the agents that sent
+    messages: torch.Tensor        # decoded payloads, one row per sender
+
+
+@dataclass
+class Transcript:
+    """Every message on the wire: each broadcast appears once (the same payload reaches every
+    out-neighbour)."""
+
+    entries: list[TranscriptEntry] = field(default_factory=list)
+
+    def append(self, entry: TranscriptEntry) -> None:
+        self.entries.append(entry)
+
+    def names(self) -> list[str]:
+        return sorted({e.name for e in self.entries})
+
+    def stacked(self, name: str, n: int | None = None) -> np.ndarray:
+        """``(iterations, n, d)`` array of the payloads named ``name``; NaN where an agent was
+        silent."""
+        sel = [e for e in self.entries if e.name == name]
+        if not sel:
+            raise ParameterError("name", name, f"a transcript name among {self.names()}")
+        n = n or 1 + max(int(e.senders.max()) for e in sel if len(e.senders))
+        d = sel[0].messages.shape[1]
+        out = np.full((len(sel), n, d), np.nan)
+        for t, e in enumerate(sel):
+            out[t, e.senders] = e.messages.numpy()
+        return out
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+class BitLedger:
+    """Bits on the wire: per agent (sender), per iteration, per message name, and in total.
+
+    A broadcast of a b-bit payload to r out-neighbours costs ``b * r`` bits (one copy per link)."""
+
+    def __init__(self, n: int, detailed: bool = False) -> None:
+        self.n = n
+        self.per_agent = np.zeros(n, dtype=np.int64)
+        self.per_name: dict[str, int] = {}
+        self._iter: dict[int, int] = {}
+        self.detailed = detailed
+        self._detail: dict[int, np.ndarray] = {}
+
+    def charge(self, iteration: int, name: str, agents: np.ndarray, bits: np.ndarray) -> None:
+        bits = np.asarray(bits, dtype=np.int64)
+        np.add.at(self.per_agent, agents, bits)
+        total = int(bits.sum())
+        self.per_name[name] = self.per_name.get(name, 0) + total
+        self._iter[iteration] = self._iter.get(iteration, 0) + total
+        if self.detailed:
+            row = self._detail.setdefault(iteration, np.zeros(self.n, dtype=np.int64))
+            np.add.at(row, agents, bits)
+
+    @property
+    def total(self) -> int:
+        return int(self.per_agent.sum())
+
+    def per_iteration(self, iterations: int | None = None) -> np.ndarray:
+        K = iterations if iterations is not None else (max(self._iter) + 1 if self._iter else 0)
+        out = np.zeros(K, dtype=np.int64)
+        for k, b in self._iter.items():
+            if k < K:
+                out[k] = b
+        return out
+
+    def per_agent_iteration(self, iterations: int | None = None) -> np.ndarray:
+        require(self.detailed, "ledger.detailed", self.detailed,
+                "per-agent-per-iteration bits are kept only with record=True")
+        K = iterations if iterations is not None else (max(self._detail) + 1 if self._detail else 0)
+        out = np.zeros((K, self.n), dtype=np.int64)
+        for k, row in self._detail.items():
+            if k < K:
+                out[k] = row
+        return out
+
+    def merge(self, other: BitLedger) -> None:
+        self.per_agent += other.per_agent
+        for k, v in other.per_name.items():
+            self.per_name[k] = self.per_name.get(k, 0) + v
+        for k, v in other._iter.items():
+            self._iter[k] = self._iter.get(k, 0) + v
+        for k, row in other._detail.items():
+            self._detail.setdefault(k, np.zeros(self.n, dtype=np.int64))
+            self._detail[k] += row
+
+    def as_dict(self) -> dict:
+        return {"total": self.total, "per_agent": self.per_agent.tolist(),
+                "per_name": dict(self.per_name)}
+
+
+def _sparse_or_dense(M: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+    T = torch.from_numpy(np.ascontiguousarray(M)).to(dtype)
+    if M.shape[0] <= _DENSE_LIMIT:
+        return T
+    return T.to_sparse_csr()
+
+
+class Network:
+    """Simulated network: all n agents in this process (see the module docstring)."""
+
+    backend = "simulated"
+
+    def __init__(self, graph: Graph, record: bool = False, float_bits: int = 64,
+                 rng: Streams | None = None, dtype: torch.dtype = torch.float64) -> None:
+        require(float_bits in (16, 32, 64), "float_bits", float_bits, "one of 16, 32, 64")
+        self.graph = graph
+        self.n = graph.n
+        self.float_bits = float_bits
+        self.rng = rng if rng is not None else Streams(0)
+        self.dtype = dtype
+        self.iteration = 0
+        self.record = record
+        self.ledger = BitLedger(self.n, detailed=record)
+        self.transcript = Transcript() if record else None
+        self._ops: dict[tuple[str, str], torch.Tensor] = {}
+        self._receivers: dict[str, np.ndarray] = {}
+
+    # -- layout -----------------------------------------------------------------------------
+    @property
+    def agents(self) -> np.ndarray:
+        """Global indices of the local rows."""
+        return np.arange(self.n)
+
+    @property
+    def n_local(self) -> int:
+        return self.n
+
+    def own(self, H: torch.Tensor) -> torch.Tensor:
+        """Local rows of a halo tensor."""
+        return H
+
+    def halo_zeros(self, d: int) -> torch.Tensor:
+        return torch.zeros(self.n, d, dtype=self.dtype)
+
+    def set_iteration(self, k: int) -> None:
+        self.iteration = int(k)
+
+    # -- communication ----------------------------------------------------------------------
+    def receivers(self, matrix: str = "W") -> np.ndarray:
+        """Out-degree of every agent under ``matrix``'s support (who hears its broadcast)."""
+        if matrix not in self._receivers:
+            self._receivers[matrix] = self.graph.out_degrees(matrix).astype(np.int64)
+        return self._receivers[matrix]
+
+    def exchange(self, messages: torch.Tensor, name: str, compressor: Compressor | None = None,
+                 matrix: str = "W", active: torch.Tensor | np.ndarray | None = None) -> torch.Tensor:
+        """Broadcast each local agent's row to its out-neighbours under ``matrix``.
+
+        Returns the halo tensor of decoded payloads (zero rows for agents that were not
+        ``active``). Bits: ``compressor.bits(d) * receivers`` per active sender."""
+        compressor = compressor or Identity()
+        require(messages.ndim == 2 and messages.shape[0] == self.n_local, "messages",
+                tuple(messages.shape), f"shape (n_local={self.n_local}, d)")
+        d = messages.shape[1]
+        payload = compressor.compress(messages, rng=self.rng, purpose=f"compress/{name}",
+                                      k=self.iteration, agents=self.agents)
+        agents = self.agents
+        if active is not None:
+            mask = torch.as_tensor(np.asarray(active), dtype=torch.bool).reshape(-1)
+            payload = torch.where(mask[:, None], payload, torch.zeros_like(payload))
+            senders = agents[mask.numpy()]
+        else:
+            senders = agents
+        per_msg = compressor.bits(d, self.float_bits)
+        self.ledger.charge(self.iteration, name, senders,
+                           per_msg * self.receivers(matrix)[senders])
+        if self.transcript is not None:
+            rows = payload if active is None else payload[mask]
+            self.transcript.append(TranscriptEntry(self.iteration, name, senders.copy(),
+                                                   rows.detach().clone()))
+        return self._to_halo(payload, name)
+
+    def _to_halo(self, payload: torch.Tensor, name: str) -> torch.Tensor:
+        return payload
+
+    # -- neighbour sums ---------------------------------------------------------------------
+    def _operator(self, matrix: str, kind: str) -> torch.Tensor:
+        key = (matrix, kind)
+        if key not in self._ops:
+            M = self.graph.matrix(matrix)
+            if kind == "laplacian":
+                off = M.copy()
+                np.fill_diagonal(off, 0.0)
+                M = np.diag(off.sum(axis=1)) - off
+            self._ops[key] = _sparse_or_dense(M, self.dtype)
+        return self._ops[key]
+
+    def mix(self, H: torch.Tensor, matrix: str = "W") -> torch.Tensor:
+        """``sum_j M_ij h_j`` over in-neighbours, self included where M has a diagonal: local rows."""
+        return self._operator(matrix, "mix") @ H
+
+    def laplacian(self, H: torch.Tensor, matrix: str = "W") -> torch.Tensor:
+        """``sum_{j != i} M_ij (h_i - h_j)``: local rows."""
+        return self._operator(matrix, "laplacian") @ H
+
+    # -- collectives (metrics and results only, never inside an algorithm step) -------------
+    def sum_agents(self, X: torch.Tensor) -> torch.Tensor:
+        """Sum over all agents of local rows (an all-reduce in the distributed backend)."""
+        return X.sum(dim=0)
+
+    def sum_scalar(self, value: float) -> float:
+        return float(value)
+
+    def gather(self, X: torch.Tensor) -> torch.Tensor:
+        """Full ``(n, d)`` tensor from local rows (results only)."""
+        return X
+
+    def check_shape(self, name: str, X: torch.Tensor, d: int) -> None:
+        if tuple(X.shape) != (self.n_local, d):
+            raise ParameterError(name, tuple(X.shape), f"shape (n_local={self.n_local}, d={d})")

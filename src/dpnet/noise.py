@@ -1,0 +1,193 @@
+"""Privacy noise: a distribution (Laplace, Gaussian) times a scale schedule.
+
+``Laplace(scale, decay=q)`` draws i.i.d. ``Lap(scale * q**k)`` coordinates at iteration ``k``
+(the papers' ``s * q^k``); ``Laplace(scale, power=c)`` draws ``Lap(scale / (k+1)**c)``; with
+neither the scale is constant. ``scale`` and ``decay``/``power`` may be per agent (a sequence of
+length n). Scale 0 is allowed and then the noise is exactly zero. ``Laplace(b)`` has density
+``exp(-|x|/b) / (2b)`` and variance ``2 b^2``; ``Gaussian(s)`` has standard deviation ``s``.
+
+Draws come from the run's :class:`dpnet.rng.Streams` under a purpose name, so the draw of agent i
+at iteration k is the same whichever process makes it and whichever other agents are drawn.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .errors import ParameterError, require
+from .rng import Streams
+
+Scalar = float | int
+PerAgent = Scalar | Sequence[Scalar] | np.ndarray
+
+
+def _as_array(name: str, value: PerAgent) -> np.ndarray:
+    arr = np.atleast_1d(np.asarray(value, dtype=np.float64))
+    require(arr.ndim == 1, name, value, "must be a scalar or a 1-d sequence (one entry per agent)")
+    require(bool(np.all(np.isfinite(arr))), name, value, "must be finite")
+    return arr
+
+
+def _per_agent(arr: np.ndarray, n: int, name: str) -> np.ndarray:
+    if arr.size == 1:
+        return np.full(n, arr[0])
+    require(arr.size == n, name, arr.tolist(), f"needs one entry per agent (n={n})")
+    return arr
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Scale schedule ``scale_i * g_i(k)`` with per-agent ``scale`` and shape parameter."""
+
+    scale: np.ndarray
+    decay: np.ndarray | None = None      # geometric: q**k, 0 < q < 1
+    power: np.ndarray | None = None      # polynomial: (k+1)**(-power); power < 0 increases
+    custom: Callable[[int], float | np.ndarray] | None = field(default=None, compare=False)
+
+    @staticmethod
+    def make(scale: PerAgent, decay: PerAgent | None = None, power: PerAgent | None = None,
+             custom: Callable[[int], float | np.ndarray] | None = None) -> Schedule:
+        s = _as_array("scale", scale)
+        require(bool(np.all(s >= 0)), "scale", scale, "scale >= 0 (noise scales cannot be negative)")
+        require(sum(x is not None for x in (decay, power, custom)) <= 1, "schedule",
+                dict(decay=decay, power=power, custom=custom),
+                "give at most one of decay (geometric), power (polynomial) or custom")
+        q = None if decay is None else _as_array("decay", decay)
+        if q is not None:
+            require(bool(np.all((q > 0) & (q < 1))), "decay", decay,
+                    "0 < decay < 1 (geometric noise decay q^k)")
+        c = None if power is None else _as_array("power", power)
+        return Schedule(s, q, c, custom)
+
+    @property
+    def is_zero(self) -> bool:
+        return bool(np.all(self.scale == 0))
+
+    def at(self, k: int, n: int) -> np.ndarray:
+        """Per-agent scale at iteration k, shape (n,)."""
+        s = _per_agent(self.scale, n, "scale")
+        if self.decay is not None:
+            return s * _per_agent(self.decay, n, "decay") ** k
+        if self.power is not None:
+            return s / (k + 1.0) ** _per_agent(self.power, n, "power")
+        if self.custom is not None:
+            g = np.broadcast_to(np.asarray(self.custom(k), dtype=np.float64), (n,))
+            return s * g
+        return s.copy()
+
+    def check(self, n: int) -> None:
+        for name in ("scale", "decay", "power"):
+            arr = getattr(self, name)
+            if arr is not None:
+                _per_agent(arr, n, name)
+
+
+class Noise(ABC):
+    """Base class: a zero-mean distribution with a per-agent scale schedule."""
+
+    kind = "noise"
+
+    def __init__(self, scale: PerAgent = 0.0, decay: PerAgent | None = None,
+                 power: PerAgent | None = None,
+                 schedule: Callable[[int], float | np.ndarray] | None = None) -> None:
+        self.schedule = Schedule.make(scale, decay, power, schedule)
+
+    # -- public -----------------------------------------------------------------------------
+    @property
+    def is_zero(self) -> bool:
+        return self.schedule.is_zero
+
+    def scale_at(self, k: int, n: int) -> np.ndarray:
+        return self.schedule.at(k, n)
+
+    def sample(self, rng: Streams, purpose: str, k: int, agents: np.ndarray | torch.Tensor,
+               n: int, dim: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+        """Noise of the agents ``agents`` (global indices, of n in all) at iteration k: (len, dim)."""
+        agents = np.asarray(agents, dtype=np.int64)
+        if self.is_zero:
+            return torch.zeros(len(agents), dim, dtype=dtype)
+        scale = self.scale_at(k, n)[agents]
+        z = self._standard(rng, purpose, k, agents, dim)
+        return torch.from_numpy(z * scale[:, None]).to(dtype)
+
+    @abstractmethod
+    def variance_at(self, k: int, n: int) -> np.ndarray:
+        """Per-coordinate variance of each agent's noise at iteration k."""
+
+    @abstractmethod
+    def _standard(self, rng: Streams, purpose: str, k: int, agents: np.ndarray,
+                  dim: int) -> np.ndarray:
+        """Unit-scale draws of shape (len(agents), dim)."""
+
+    def per_agent_params(self, i: int, n: int) -> dict:
+        """Scalar parameters of agent i (used by accountants)."""
+        sch = self.schedule
+        out = {"scale": float(_per_agent(sch.scale, n, "scale")[i])}
+        if sch.decay is not None:
+            out["decay"] = float(_per_agent(sch.decay, n, "decay")[i])
+        if sch.power is not None:
+            out["power"] = float(_per_agent(sch.power, n, "power")[i])
+        return out
+
+    def __repr__(self) -> str:
+        sch = self.schedule
+        parts = [f"scale={_fmt(sch.scale)}"]
+        if sch.decay is not None:
+            parts.append(f"decay={_fmt(sch.decay)}")
+        if sch.power is not None:
+            parts.append(f"power={_fmt(sch.power)}")
+        if sch.custom is not None:
+            parts.append("schedule=<custom>")
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+
+def _fmt(arr: np.ndarray) -> str:
+    return repr(float(arr[0])) if arr.size == 1 else repr(arr.tolist())
+
+
+class Laplace(Noise):
+    """i.i.d. ``Lap(b_k)`` coordinates, ``b_k`` the scheduled scale."""
+
+    kind = "laplace"
+
+    def _standard(self, rng, purpose, k, agents, dim):
+        return rng.laplace(purpose, k, agents, dim)
+
+    def variance_at(self, k: int, n: int) -> np.ndarray:
+        return 2.0 * self.scale_at(k, n) ** 2
+
+
+class Gaussian(Noise):
+    """i.i.d. ``N(0, s_k^2)`` coordinates, ``s_k`` the scheduled standard deviation."""
+
+    kind = "gaussian"
+
+    def _standard(self, rng, purpose, k, agents, dim):
+        return rng.gaussian(purpose, k, agents, dim)
+
+    def variance_at(self, k: int, n: int) -> np.ndarray:
+        return self.scale_at(k, n) ** 2
+
+
+def none() -> Laplace:
+    """No noise (scale 0): the exact noise-free algorithm."""
+    return Laplace(0.0)
+
+
+def from_spec(spec: dict | float | None) -> Noise:
+    """Build noise from a config entry: ``{"kind": "laplace", "scale": .., "decay": ..}``."""
+    if spec is None:
+        return none()
+    if isinstance(spec, int | float):
+        return Laplace(spec)
+    spec = dict(spec)
+    kind = spec.pop("kind", "laplace")
+    cls = {"laplace": Laplace, "gaussian": Gaussian}.get(kind)
+    if cls is None:
+        raise ParameterError("noise.kind", kind, "one of: gaussian, laplace")
+    return cls(**spec)

@@ -1,0 +1,99 @@
+"""Finite-sum l2-regularised logistic regression over data partitioned across agents."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..errors import positive_int, require
+from ..rng import Streams
+from .base import Problem, minimize_global
+
+
+class LogisticRegression(Problem):
+    """``f_i(x) = (1/m) sum_j log(1 + exp(-b_ij a_ij^T x)) + (reg/2) ||x||^2``.
+
+    ``features``: ``(n, m, d)`` (agent i holds ``m`` samples), ``labels``: ``(n, m)`` in {-1, +1}.
+    Full gradients use every local sample; :meth:`stochastic_grad` draws ``batch_size`` distinct
+    local samples per agent and iteration from that agent's own stream."""
+
+    name = "logistic_regression"
+
+    def __init__(self, features, labels, reg: float = 0.0, convention: str = "average") -> None:
+        A = torch.as_tensor(np.asarray(features), dtype=torch.float64)
+        b = torch.as_tensor(np.asarray(labels), dtype=torch.float64)
+        require(A.ndim == 3, "features", tuple(A.shape), "shape (n_agents, samples, dim)")
+        require(tuple(b.shape) == tuple(A.shape[:2]), "labels", tuple(b.shape),
+                f"shape (n_agents, samples) = {tuple(A.shape[:2])}")
+        require(bool(torch.all(b.abs() == 1)), "labels", "values", "every label is -1 or +1")
+        require(reg >= 0, "reg", reg, "reg >= 0")
+        require(convention in ("average", "sum"), "convention", convention, "'average' or 'sum'")
+        self.A, self.b = A, b
+        self.BA = b[:, :, None] * A
+        self.reg = float(reg)
+        self.n_agents, self.m, self.dim = A.shape
+        self.convention = convention
+        self._L: float | None = None
+        self._opt: torch.Tensor | None = None
+
+    @classmethod
+    def partition(cls, X: np.ndarray, y: np.ndarray, n_agents: int, seed: int = 0,
+                  reg: float = 0.0, shuffle: bool = True) -> LogisticRegression:
+        """Split a dataset ``(N, d)``, labels in {-1, +1} (or {0, 1}), evenly at random over
+        agents; the last ``N mod n`` samples of the shuffled order are dropped."""
+        n = positive_int("n_agents", n_agents)
+        X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
+        y = np.where(y > 0, 1.0, -1.0)
+        order = np.random.default_rng(seed).permutation(len(y)) if shuffle else np.arange(len(y))
+        m = len(y) // n
+        require(m >= 1, "n_agents", n, f"at most {len(y)} agents for {len(y)} samples")
+        idx = order[: m * n].reshape(n, m)
+        return cls(X[idx], y[idx], reg=reg)
+
+    def _data(self, agents):
+        return self.BA[self._agents(agents)]
+
+    def _grad_on(self, BA: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+        z = torch.einsum("nmd,nd->nm", BA, X)
+        s = torch.sigmoid(-z)
+        return -torch.einsum("nm,nmd->nd", s, BA) / BA.shape[1] + self.reg * X
+
+    def grad(self, X, agents=None):
+        return self._grad_on(self._data(agents), X)
+
+    def stochastic_grad(self, X, rng: Streams, k, batch_size, agents=None, purpose="sample"):
+        a = self._agents(agents)
+        B = positive_int("batch_size", batch_size)
+        require(B <= self.m, "batch_size", B, f"batch_size <= local samples m = {self.m}")
+        idx = self.sample_indices(rng, k, a, B, purpose)
+        BA = torch.gather(self.BA[a], 1, idx[:, :, None].expand(-1, -1, self.dim))
+        return self._grad_on(BA, X)
+
+    def sample_indices(self, rng: Streams, k: int, agents: np.ndarray, batch_size: int,
+                       purpose: str = "sample") -> torch.Tensor:
+        """``(len(agents), batch_size)`` distinct local sample indices per agent."""
+        if batch_size == 1:
+            u = rng.uniform(purpose, k, agents, 1)
+            return torch.from_numpy(np.minimum((u * self.m).astype(np.int64), self.m - 1))
+        keys = rng.permutation_keys(purpose, k, agents, self.m)
+        return torch.from_numpy(np.argpartition(keys, batch_size - 1, axis=1)[:, :batch_size])
+
+    def local_loss(self, X, agents=None):
+        BA = self._data(agents)
+        z = torch.einsum("nmd,nd->nm", BA, X)
+        return torch.nn.functional.softplus(-z).mean(1) + 0.5 * self.reg * (X * X).sum(1)
+
+    @property
+    def smoothness(self) -> float:
+        if self._L is None:
+            G = torch.einsum("nmd,nme->nde", self.A, self.A) / (4 * self.m)
+            self._L = float(torch.linalg.eigvalsh(G).max()) + self.reg
+        return self._L
+
+    def optimum(self):
+        if self._opt is None:
+            self._opt = minimize_global(self)
+        return self._opt
+
+    def describe(self):
+        return {**super().describe(), "samples_per_agent": self.m, "reg": self.reg}

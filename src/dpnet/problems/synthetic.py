@@ -1,0 +1,194 @@
+"""The papers' synthetic problems: nonconvex logistic (000 (37), 004 §V), SinCos (000 (38)) and a
+strongly convex quadratic with known optimum."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from ..errors import ParameterError, positive, positive_int, require
+from .base import Problem, minimize_global
+
+
+def _rng(seed: int) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+class NonconvexLogistic(Problem):
+    """Binary classification with a nonconvex regulariser (paper 000 eq. (37), paper 004 §V):
+
+    ``f_i(x) = (1/m) sum_j log(1 + exp(-u_ij x^T v_ij)) + sum_s lam*alpha*x_s^2 / (1 + alpha*x_s^2)``
+
+    ``features`` has shape ``(n, m, d)`` (the ``v_ij``), ``labels`` ``(n, m)`` with entries +-1.
+    Global objective: the average ``(1/n) sum_i f_i`` (``convention="sum"`` for paper 004)."""
+
+    name = "nonconvex_logistic"
+
+    def __init__(self, features, labels, lam: float = 1e-3, alpha: float = 1.0,
+                 convention: str = "average") -> None:
+        V = torch.as_tensor(np.asarray(features), dtype=torch.float64)
+        u = torch.as_tensor(np.asarray(labels), dtype=torch.float64)
+        require(V.ndim == 3, "features", tuple(V.shape), "shape (n_agents, samples, dim)")
+        require(tuple(u.shape) == tuple(V.shape[:2]), "labels", tuple(u.shape),
+                f"shape (n_agents, samples) = {tuple(V.shape[:2])}")
+        require(bool(torch.all(u.abs() == 1)), "labels", "values", "every label is -1 or +1")
+        require(convention in ("average", "sum"), "convention", convention, "'average' or 'sum'")
+        self.V, self.u = V, u
+        self.lam, self.alpha = float(lam), positive("alpha", alpha)
+        require(self.lam >= 0, "lam", lam, "lam >= 0")
+        self.n_agents, self.m, self.dim = V.shape
+        self.convention = convention
+        self.UV = u[:, :, None] * V          # u_ij v_ij, reused by every gradient
+        self._L: float | None = None
+
+    @classmethod
+    def random(cls, n_agents: int = 6, samples: int = 200, dim: int = 10, seed: int = 0,
+               lam: float = 1e-3, alpha: float = 1.0, convention: str = "average",
+               feature_scale: float = 1.0) -> NonconvexLogistic:
+        """The papers' data: ``v_ij ~ N(0, feature_scale^2 I_d)``, ``u_ij`` uniform on {-1, +1}."""
+        n, m, d = (positive_int(k, v) for k, v in
+                   (("n_agents", n_agents), ("samples", samples), ("dim", dim)))
+        rng = _rng(seed)
+        V = feature_scale * rng.standard_normal((n, m, d))
+        u = rng.choice([-1.0, 1.0], size=(n, m))
+        return cls(V, u, lam=lam, alpha=alpha, convention=convention)
+
+    def _sel(self, agents):
+        a = self._agents(agents)
+        return a, self.UV[a]
+
+    def grad(self, X, agents=None):
+        a, UV = self._sel(agents)
+        z = torch.einsum("nmd,nd->nm", UV, X)              # u x^T v
+        s = torch.sigmoid(-z)                               # d/dz log(1+e^{-z}) = -sigmoid(-z)
+        g = -torch.einsum("nm,nmd->nd", s, UV) / self.m
+        ax2 = self.alpha * X * X
+        return g + self.lam * self.alpha * 2.0 * X / (1.0 + ax2) ** 2
+
+    def local_loss(self, X, agents=None):
+        a, UV = self._sel(agents)
+        z = torch.einsum("nmd,nd->nm", UV, X)
+        data = torch.nn.functional.softplus(-z).mean(dim=1)
+        ax2 = self.alpha * X * X
+        return data + (self.lam * ax2 / (1.0 + ax2)).sum(dim=1)
+
+    @property
+    def smoothness(self) -> float:
+        """``max_i lambda_max(V_i^T V_i)/(4m) + 2 lam alpha`` (logistic curvature <= 1/4; the
+        regulariser's second derivative is at most ``2 lam alpha``, attained at 0)."""
+        if self._L is None:
+            G = torch.einsum("nmd,nme->nde", self.V, self.V) / (4 * self.m)
+            self._L = float(torch.linalg.eigvalsh(G).max()) + 2 * self.lam * self.alpha
+        return self._L
+
+    def gradient_bound(self) -> float:
+        """``max_i (1/m) sum_j ||v_ij|| + sqrt(d) * (9/8) lam sqrt(alpha/3)``: the data term is an
+        average of vectors ``-sigmoid(.) u v`` with weights in (0, 1); the regulariser's
+        derivative ``2 lam alpha x/(1+alpha x^2)^2`` peaks at ``x = 1/sqrt(3 alpha)``."""
+        data = float(torch.linalg.vector_norm(self.V, dim=2).mean(dim=1).max())
+        reg = math.sqrt(self.dim) * (9.0 / 8.0) * self.lam * math.sqrt(self.alpha / 3.0)
+        return data + reg
+
+    def optimum(self):
+        return minimize_global(self)
+
+    def describe(self):
+        return {**super().describe(), "samples": self.m, "lam": self.lam, "alpha": self.alpha}
+
+
+class SinCos(Problem):
+    """Paper 000's problem (38): ``f_i(x) = x^T x + 3 sin(x)^T sin(x) + m_i x^T cos(x)`` with
+    ``sum_i m_i = 0``, ``m_i != 0``. The global objective ``||x||^2 + 3||sin x||^2`` has the unique
+    stationary point 0; the local gradients are unbounded and not globally Lipschitz."""
+
+    name = "sincos"
+
+    def __init__(self, m: Sequence[float], dim: int = 10, tol: float = 1e-9) -> None:
+        mm = np.asarray(m, dtype=np.float64)
+        require(mm.ndim == 1 and mm.size >= 2, "m", m, "a sequence of at least 2 coefficients")
+        require(abs(mm.sum()) <= tol * max(1.0, np.abs(mm).sum()), "m", mm.tolist(),
+                "sum_i m_i = 0")
+        require(bool(np.all(mm != 0)), "m", mm.tolist(), "m_i != 0 for every agent")
+        self.m = torch.from_numpy(mm)
+        self.n_agents, self.dim = mm.size, positive_int("dim", dim)
+
+    @classmethod
+    def random(cls, n_agents: int = 6, dim: int = 10, seed: int = 0, min_abs: float = 0.1) -> SinCos:
+        """``m = z - mean(z)``, ``z ~ N(0, 1)`` (the paper gives no distribution), redrawn until
+        every ``|m_i| >= min_abs``."""
+        rng = _rng(seed)
+        for _ in range(1000):
+            z = rng.standard_normal(positive_int("n_agents", n_agents))
+            m = z - z.mean()
+            if np.all(np.abs(m) >= min_abs):
+                m[-1] = -m[:-1].sum()
+                return cls(m, dim)
+        raise ParameterError("min_abs", min_abs, "a draw with all |m_i| >= min_abs within 1000 tries")
+
+    def grad(self, X, agents=None):
+        m = self.m[self._agents(agents)][:, None]
+        return 2 * X + 3 * torch.sin(2 * X) + m * (torch.cos(X) - X * torch.sin(X))
+
+    def local_loss(self, X, agents=None):
+        m = self.m[self._agents(agents)]
+        s = torch.sin(X)
+        return (X * X).sum(1) + 3 * (s * s).sum(1) + m * (X * torch.cos(X)).sum(1)
+
+    @property
+    def global_smoothness(self) -> float:
+        """The global objective's Hessian is ``diag(2 + 6 cos 2x) <= 8``."""
+        return 8.0
+
+    def optimum(self):
+        return torch.zeros(self.dim, dtype=torch.float64)
+
+
+class Quadratic(Problem):
+    """``f_i(x) = 1/2 x^T A_i x - b_i^T x`` with symmetric positive definite ``A_i``; the global
+    minimiser is ``(sum_i A_i)^{-1} sum_i b_i`` (either convention)."""
+
+    name = "quadratic"
+
+    def __init__(self, A, b) -> None:
+        A = torch.as_tensor(np.asarray(A), dtype=torch.float64)
+        b = torch.as_tensor(np.asarray(b), dtype=torch.float64)
+        require(A.ndim == 3 and A.shape[1] == A.shape[2], "A", tuple(A.shape), "shape (n, d, d)")
+        require(tuple(b.shape) == tuple(A.shape[:2]), "b", tuple(b.shape), f"shape {tuple(A.shape[:2])}")
+        require(bool(torch.allclose(A, A.transpose(1, 2))), "A", "matrices", "each A_i symmetric")
+        ev = torch.linalg.eigvalsh(A)
+        require(bool((ev > 0).all()), "A", f"min eigenvalue {float(ev.min()):.3g}",
+                "each A_i positive definite")
+        self.A, self.b = A, b
+        self.n_agents, self.dim = b.shape
+        self._L, self.mu = float(ev.max()), float(ev.min())
+
+    @classmethod
+    def random(cls, n_agents: int = 10, dim: int = 5, seed: int = 0, mu: float = 0.5,
+               L: float = 2.0) -> Quadratic:
+        """Eigenvalues uniform in [mu, L] under random rotations; ``b_i ~ N(0, I)``."""
+        require(0 < mu <= L, "mu", mu, f"0 < mu <= L = {L}")
+        rng = _rng(seed)
+        n, d = positive_int("n_agents", n_agents), positive_int("dim", dim)
+        Q = np.linalg.qr(rng.standard_normal((n, d, d)))[0]
+        lam = rng.uniform(mu, L, size=(n, d))
+        A = np.einsum("nij,nj,nkj->nik", Q, lam, Q)
+        A = 0.5 * (A + A.transpose(0, 2, 1))
+        return cls(A, rng.standard_normal((n, d)))
+
+    def grad(self, X, agents=None):
+        a = self._agents(agents)
+        return torch.einsum("nij,nj->ni", self.A[a], X) - self.b[a]
+
+    def local_loss(self, X, agents=None):
+        a = self._agents(agents)
+        return 0.5 * torch.einsum("ni,nij,nj->n", X, self.A[a], X) - (self.b[a] * X).sum(1)
+
+    @property
+    def smoothness(self) -> float:
+        return self._L
+
+    def optimum(self):
+        return torch.linalg.solve(self.A.sum(0), self.b.sum(0))

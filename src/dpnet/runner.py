@@ -1,0 +1,207 @@
+"""``dpnet.run``: the iteration loop, metrics, results.
+
+Metrics every ``log_every`` iterations (and at the last one), with ``xbar`` the agents' average:
+
+* ``objective``: ``f(xbar)`` (the problem's convention);
+* ``grad_norm_sq``: ``||grad f(xbar)||^2``;
+* ``consensus``: ``||x - 1 xbar||^2`` (stacked, summed over agents);
+* ``distance``: ``||x - 1 x_ref||^2`` to a reference point (``reference=`` or the problem's
+  optimum, when known);
+* ``bits``: cumulative bits on the wire; ``bits_per_agent``: the same divided by n.
+
+A non-finite value in any state tensor stops the run at once with :class:`NonFiniteError` naming
+the iteration and the variable.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .algorithms.base import Algorithm, Context, State
+from .errors import NonFiniteError, ParameterError, positive_int
+from .graphs import Graph
+from .network import BitLedger, Network, Transcript
+from .privacy.guarantee import PrivacyGuarantee
+from .problems.base import Problem
+from .rng import Streams
+
+
+@dataclass
+class Result:
+    """Outcome of :func:`run`; arrays are NumPy, easy to save."""
+
+    algorithm: str
+    x: np.ndarray
+    history: dict[str, np.ndarray]
+    ledger: BitLedger
+    privacy: PrivacyGuarantee
+    transcript: Transcript | None
+    state: dict[str, np.ndarray]
+    iterations: int
+    seed: int
+    params: dict[str, Any] = field(default_factory=dict)
+    wall_time: float = 0.0
+
+    @property
+    def bits(self) -> dict:
+        return self.ledger.as_dict()
+
+    @property
+    def x_mean(self) -> np.ndarray:
+        return self.x.mean(axis=0)
+
+    def to_csv(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        keys = list(self.history)
+        with path.open("w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(keys)
+            for row in zip(*(self.history[k] for k in keys)):
+                w.writerow([_num(v) for v in row])
+        return path
+
+    def summary(self) -> dict[str, Any]:
+        last = {k: _num(v[-1]) for k, v in self.history.items() if len(v)}
+        return {"algorithm": self.algorithm, "params": self.params, "iterations": self.iterations,
+                "seed": self.seed, "final": last, "bits": self.ledger.as_dict(),
+                "privacy": self.privacy.as_dict(), "wall_time_s": self.wall_time}
+
+    def to_json(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.summary(), indent=2, default=_num))
+        return path
+
+
+def _num(v):
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    return v
+
+
+def _check_finite(state: State, k: int) -> None:
+    for name, t in state.items():
+        if torch.is_floating_point(t) and not bool(torch.isfinite(t).all()):
+            bad = int((~torch.isfinite(t)).any(dim=-1).nonzero()[0, 0]) if t.ndim > 1 else 0
+            raise NonFiniteError(k, name, f"first bad row {bad}")
+
+
+def _progress(total: int, enabled: bool | None):
+    if enabled is None:
+        enabled = sys.stderr.isatty() and total >= 2000
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="it", leave=False)
+
+
+class Metrics:
+    """Collects the standard metrics (collectively: one sum over agents per quantity)."""
+
+    def __init__(self, problem: Problem, net: Network, reference: torch.Tensor | None,
+                 extra: dict[str, Callable[[State, int], float]] | None = None) -> None:
+        self.problem, self.net, self.reference = problem, net, reference
+        self.extra = extra or {}
+        self.rows: dict[str, list] = {k: [] for k in
+                                      ("iteration", "objective", "grad_norm_sq", "consensus",
+                                       "distance", "bits", "bits_per_agent")}
+        for k in self.extra:
+            self.rows[k] = []
+
+    def log(self, k: int, x: torch.Tensor, state: State) -> None:
+        net, n = self.net, self.net.n
+        xbar = net.sum_agents(x) / n
+        cons = float(net.sum_scalar(float(((x - xbar) ** 2).sum())))
+        self.rows["iteration"].append(k)
+        self.rows["objective"].append(self.problem.loss(xbar))
+        self.rows["grad_norm_sq"].append(float((self.problem.global_grad(xbar) ** 2).sum()))
+        self.rows["consensus"].append(cons)
+        if self.reference is not None:
+            dist = float(net.sum_scalar(float(((x - self.reference) ** 2).sum())))
+        else:
+            dist = float("nan")
+        self.rows["distance"].append(dist)
+        total = net.sum_scalar(float(net.ledger.total))
+        self.rows["bits"].append(int(total))
+        self.rows["bits_per_agent"].append(total / n)
+        for name, fn in self.extra.items():
+            self.rows[name].append(float(fn(state, k)))
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {k: np.asarray(v) for k, v in self.rows.items()}
+
+
+def run(algorithm: Algorithm, problem: Problem, graph: Graph, iterations: int,
+        x0: torch.Tensor | np.ndarray | None = None, seed: int = 0, log_every: int = 1,
+        record: bool = False, float_bits: int = 64, reference: torch.Tensor | None | str = "auto",
+        privacy: dict[str, Any] | None = None, progress: bool | None = None,
+        network: Network | None = None,
+        metrics: dict[str, Callable[[State, int], float]] | None = None,
+        callback: Callable[[int, State], None] | None = None) -> Result:
+    """Run ``algorithm`` for ``iterations`` steps on ``problem`` over ``graph``.
+
+    ``x0``: ``(n, d)`` or ``(d,)`` (default: the problem's ``U[0,1]^d`` start from ``seed``).
+    ``record=True`` keeps the transcript and per-agent-per-iteration bits. ``privacy``: constants
+    for the accountant (``gradient_bound``, ``adjacency``, ``variant``...). ``reference="auto"``
+    uses the problem's optimum for the distance metric when it knows one."""
+    K = positive_int("iterations", iterations) if iterations != 0 else 0
+    log_every = positive_int("log_every", log_every)
+    if problem.n_agents != graph.n:
+        raise ParameterError("graph.n", graph.n, f"the problem has n_agents = {problem.n_agents}")
+    algorithm.check_graph(graph)
+    algorithm.check_problem(problem)
+    rng = Streams(seed)
+    net = network or Network(graph, record=record, float_bits=float_bits, rng=rng)
+    x0 = problem.default_x0(seed) if x0 is None else x0
+    X0 = problem.check_x(x0)[torch.as_tensor(net.agents)]
+    if isinstance(reference, str):
+        reference = problem.optimum() if reference == "auto" else None
+    if reference is not None:
+        reference = torch.as_tensor(reference, dtype=torch.float64).reshape(-1)
+    ctx = Context(problem, net, rng)
+    tracker = Metrics(problem, net, reference, metrics)
+    start = time.perf_counter()
+    net.set_iteration(0)
+    state = algorithm.init(ctx, X0)
+    _check_finite(state, 0)
+    tracker.log(0, algorithm.iterate(state), state)
+    bar = _progress(K, progress)
+    for k in range(K):
+        net.set_iteration(k)
+        state = algorithm.step(ctx, state, k)
+        _check_finite(state, k + 1)
+        if callback is not None:
+            callback(k + 1, state)
+        if (k + 1) % log_every == 0 or k + 1 == K:
+            tracker.log(k + 1, algorithm.iterate(state), state)
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    wall = time.perf_counter() - start
+    try:
+        guarantee = algorithm.privacy(problem, graph, iterations=K, **(privacy or {}))
+    except ParameterError as err:
+        if privacy:  # constants were given explicitly: their failure is the user's to see
+            raise
+        guarantee = PrivacyGuarantee.none(f"no guarantee computed: {err}", K)
+    x = net.gather(algorithm.iterate(state)).detach().numpy().copy()
+    return Result(algorithm=algorithm.name, x=x, history=tracker.arrays(), ledger=net.ledger,
+                  privacy=guarantee, transcript=net.transcript,
+                  state={k: v.detach().numpy().copy() for k, v in state.items()},
+                  iterations=K, seed=seed, params=algorithm.params(), wall_time=wall)
