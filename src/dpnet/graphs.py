@@ -215,12 +215,17 @@ class Graph:
 
     # -- conversions ------------------------------------------------------------------------
     def to_networkx(self) -> nx.Graph | nx.DiGraph:
-        G = nx.DiGraph() if self.directed else nx.Graph()
+        """A ``nx.Graph`` when W is symmetric, else a ``nx.DiGraph`` (edge j -> i carrying
+        ``W[i, j]``), so asymmetric weights on a symmetric support (row-stochastic schemes)
+        survive the round trip through :func:`from_networkx` with ``weights="attribute"``."""
+        directed = not self.is_symmetric()
+        G = nx.DiGraph() if directed else nx.Graph()
         G.add_nodes_from(range(self.n))
-        for i, j in self.edges:
-            if self.directed:  # (i, j): i sends to j, weight W[j, i]
-                G.add_edge(i, j, weight=float(self.W[j, i]))
-            else:
+        if directed:
+            for i, j in zip(*np.nonzero(self.adjacency)):  # i receives from j
+                G.add_edge(int(j), int(i), weight=float(self.W[i, j]))
+        else:
+            for i, j in self.edges:
                 G.add_edge(i, j, weight=float(self.W[i, j]))
         for i in range(self.n):
             G.nodes[i]["self_weight"] = float(self.W[i, i])
@@ -315,11 +320,13 @@ def ring(n: int, weight: float | None = None, hops: int = 1, weights: Any = "met
 
 
 def complete(n: int, weights: Any = "metropolis") -> Graph:
+    """Every pair of agents linked."""
     n = _check_n(n)
     return _from_adjacency(np.ones((n, n)) - np.eye(n), f"complete({n})", weights)
 
 
 def star(n: int, weights: Any = "metropolis") -> Graph:
+    """Agent 0 linked to every other agent."""
     n = _check_n(n, 2)
     A = np.zeros((n, n))
     A[0, 1:] = A[1:, 0] = 1
@@ -327,6 +334,7 @@ def star(n: int, weights: Any = "metropolis") -> Graph:
 
 
 def path(n: int, weights: Any = "metropolis") -> Graph:
+    """Agents 0-1-2-...-(n-1) in a line."""
     n = _check_n(n, 2)
     A = np.zeros((n, n))
     i = np.arange(n - 1)
@@ -335,6 +343,7 @@ def path(n: int, weights: Any = "metropolis") -> Graph:
 
 
 def grid(rows: int, cols: int, weights: Any = "metropolis") -> Graph:
+    """2-d lattice of rows x cols agents (row-major numbering)."""
     rows, cols = positive_int("rows", rows), positive_int("cols", cols)
     G = nx.grid_2d_graph(rows, cols)
     A = nx.to_numpy_array(G, nodelist=sorted(G.nodes()), weight=None)

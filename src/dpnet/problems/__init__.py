@@ -1,11 +1,11 @@
 """Local objectives of all agents with stacked gradients."""
 
 from ..errors import UnknownNameError
-from .base import Problem, minimize_global
+from .base import Problem, ProblemConstants, minimize_global
 from .logistic import LogisticRegression
 from .synthetic import NonconvexLogistic, Quadratic, SinCos
 
-__all__ = ["Problem", "NonconvexLogistic", "SinCos", "Quadratic", "LogisticRegression",
+__all__ = ["Problem", "ProblemConstants", "NonconvexLogistic", "SinCos", "Quadratic", "LogisticRegression",
            "minimize_global", "from_spec"]
 
 _RANDOM = {"nonconvex_logistic": NonconvexLogistic, "sincos": SinCos, "quadratic": Quadratic}

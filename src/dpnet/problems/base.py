@@ -106,3 +106,25 @@ def minimize_global(problem: Problem, x0: torch.Tensor | None = None, tol: float
     res = minimize(fun, start, jac=True, method="L-BFGS-B",
                    options={"maxiter": max_iter, "gtol": tol, "ftol": 1e-15, "maxcor": 30})
     return torch.from_numpy(res.x)
+
+
+class ProblemConstants:
+    """The constants an accountant reads from a problem (dimension, smoothness, gradient bound),
+    without data: ``dpnet privacy`` uses it to evaluate a guarantee before any run."""
+
+    convention = "average"
+    name = "constants"
+
+    def __init__(self, n_agents: int, dim: int, smoothness: float = float("inf"),
+                 gradient_bound: float | None = None) -> None:
+        require(n_agents >= 1, "n_agents", n_agents, "n_agents >= 1")
+        require(dim >= 1, "dim", dim, "dim >= 1")
+        self.n_agents, self.dim = int(n_agents), int(dim)
+        self.smoothness = float(smoothness)
+        self._M = gradient_bound
+
+    def gradient_bound(self) -> float | None:
+        return self._M
+
+    def optimum(self) -> None:
+        return None

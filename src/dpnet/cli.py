@@ -1,0 +1,285 @@
+"""The ``dpnet`` command.
+
+    dpnet list [algorithms|graphs|compressors|problems|experiments]
+    dpnet run CONFIG.toml [--out DIR]
+    dpnet privacy NAME --param value ... [--iterations K] [--gradient-bound M] [--adjacency D]
+    dpnet demo [--out DIR] [--quick]
+    dpnet reproduce NAME [NAME ...] | all [--quick] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import inspect
+import json
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from . import algorithms, compression, graphs, noise, problems
+from .errors import DPNetError, ParameterError
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def _literal(text: str) -> Any:
+    """'0.1' -> 0.1, '[1, 2]' -> [1, 2], 'topk' -> 'topk'."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _parse_params(tokens: list[str]) -> dict[str, Any]:
+    """``--eta 0.1 --noise-x 100`` -> {"eta": 0.1, "noise_x": 100}."""
+    out: dict[str, Any] = {}
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if not tok.startswith("--"):
+            raise ParameterError("argument", tok, "parameters are given as --name value")
+        key = tok[2:].replace("-", "_")
+        if "=" in key:
+            key, val = key.split("=", 1)
+            out[key] = _literal(val)
+            i += 1
+            continue
+        if i + 1 >= len(tokens) or tokens[i + 1].startswith("--"):
+            raise ParameterError(tok, None, "needs a value")
+        out[key] = _literal(tokens[i + 1])
+        i += 2
+    return out
+
+
+def build_algorithm(name: str, params: dict[str, Any]) -> algorithms.Algorithm:
+    """Algorithm from flat parameters: noise scales are numbers (``noise_*``), with a common
+    ``decay`` (geometric), ``power`` (polynomial) or per-noise ``<noise>_decay``; a compressor is
+    ``name`` or ``name:k``."""
+    cls = algorithms.get(name)
+    accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    params = dict(params)
+    decay, power = params.pop("decay", None), params.pop("power", None)
+    kwargs: dict[str, Any] = {}
+    for key in [k for k in params if k.startswith("noise")]:
+        value = params.pop(key)
+        if isinstance(value, dict):
+            kwargs[key] = noise.from_spec(value)
+            continue
+        own_decay = params.pop(f"{key}_decay", decay)
+        kwargs[key] = noise.Laplace(value, decay=own_decay, power=power if own_decay is None
+                                    else None)
+    if "compressor" in params:
+        spec = params.pop("compressor")
+        if isinstance(spec, str) and ":" in spec:
+            cname, arg = spec.split(":", 1)
+            key = "bits" if cname == "quantizer" else "k"
+            spec = {"name": cname, key: int(arg)}
+        kwargs["compressor"] = compression.from_spec(spec)
+    kwargs.update(params)
+    unknown = sorted(set(kwargs) - accepted)
+    if unknown:
+        raise ParameterError(f"{name} parameters", unknown, f"names among {sorted(accepted)}")
+    return cls(**kwargs)
+
+
+# -- commands --------------------------------------------------------------------------------
+
+
+def cmd_list(args) -> int:
+    from . import experiments
+
+    what = args.what
+    tables = {
+        "algorithms": {k: (v.paper or v.__doc__ or "").strip().splitlines()[0]
+                       for k, v in algorithms.available().items()},
+        "graphs": {k: (v.__doc__ or "").strip().splitlines()[0] if v.__doc__ else ""
+                   for k, v in graphs.CONSTRUCTORS.items()},
+        "compressors": {k: (v.__doc__ or "").strip().splitlines()[0]
+                        for k, v in compression.REGISTRY.items()},
+        "problems": {k: (v.__doc__ or "").strip().splitlines()[0]
+                     for k, v in problems._RANDOM.items()},
+        "experiments": {k: f"{v.title} [{v.paper}]" for k, v in experiments.available().items()},
+    }
+    for section, rows in tables.items():
+        if what not in (None, section):
+            continue
+        print(f"{section}:")
+        for key, text in rows.items():
+            print(f"  {key:24s} {text}")
+    return 0
+
+
+def load_config(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.exists():
+        raise ParameterError("config", str(path), "an existing TOML file")
+    with path.open("rb") as fh:
+        return tomllib.load(fh)
+
+
+def run_config(cfg: dict[str, Any], out: Path, quiet: bool = False):
+    """Run a configuration; writes ``result.csv``, ``result.png``, ``summary.json``."""
+    from .runner import run
+
+    for section in ("graph", "problem", "algorithm"):
+        if section not in cfg:
+            raise ParameterError("config", sorted(cfg), f"a [{section}] table")
+    graph = graphs.from_spec(cfg["graph"])
+    problem = problems.from_spec({"n_agents": graph.n, **cfg["problem"]})
+    alg = algorithms.from_spec(cfg["algorithm"])
+    iterations = int(cfg.get("iterations", 1000))
+    res = run(alg, problem, graph, iterations, seed=int(cfg.get("seed", 0)),
+              log_every=int(cfg.get("log_every", 1)), float_bits=int(cfg.get("float_bits", 64)),
+              privacy=cfg.get("privacy") or None, progress=None if not quiet else False)
+    out.mkdir(parents=True, exist_ok=True)
+    res.to_csv(out / "result.csv")
+    res.to_json(out / "summary.json")
+    _plot_history(res, out / "result.png")
+    return res
+
+
+def _plot_history(res, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    h = res.history
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    for ax, key, label in zip(axes, ("grad_norm_sq", "consensus", "distance"),
+                              ("||grad f(xbar)||^2", "||x - 1 xbar||^2", "||x - 1 x*||^2")):
+        vals = np.asarray(h[key], dtype=float)
+        if np.all(np.isnan(vals)):
+            ax.set_visible(False)
+            continue
+        ax.semilogy(h["iteration"], np.maximum(vals, 1e-300))
+        ax.set(xlabel="iteration", ylabel=label)
+    fig.suptitle(f"{res.algorithm}: {res.privacy.epsilon:.3g}-DP" if res.privacy.is_private
+                 else f"{res.algorithm} (no privacy)")
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+
+
+def cmd_run(args) -> int:
+    cfg = load_config(args.config)
+    out = Path(args.out or cfg.get("output", {}).get("dir", "runs/" + Path(args.config).stem))
+    res = run_config(cfg, out, quiet=args.quiet)
+    summary = res.summary()
+    print(json.dumps({"final": summary["final"], "bits": summary["bits"]["total"]}, indent=2))
+    print(res.privacy)
+    print(f"wrote {out}/result.csv, result.png, summary.json")
+    return 0
+
+
+def cmd_privacy(args, extra: list[str]) -> int:
+    params = _parse_params(extra)
+    n = int(params.pop("agents", params.pop("n", 6)))
+    d = int(params.pop("dim", params.pop("d", 10)))
+    constants = {}
+    for key in ("gradient_bound", "adjacency", "variant"):
+        if key in params:
+            constants[key] = params.pop(key)
+    smooth = float(params.pop("smoothness", float("inf")))
+    iterations = params.pop("iterations", None)
+    graph_name = params.pop("graph", "ring")
+    alg = build_algorithm(args.name, params)
+    problem = problems.ProblemConstants(n, d, smooth)
+    graph = graphs.from_spec({"name": graph_name, "n": n})
+    guarantee = alg.privacy(problem, graph, iterations=iterations, **constants)
+    print(f"{alg}")
+    print(guarantee)
+    return 0
+
+
+def cmd_reproduce(args) -> int:
+    from . import experiments
+
+    names = list(experiments.available()) if args.names == ["all"] else args.names
+    names = [n for n in names if not (args.names == ["all"] and n == "demo")]
+    failed = 0
+    for name in names:
+        exp = experiments.get(name)
+        report = exp.run(quick=args.quick, outdir=args.out)
+        verdicts = ", ".join(c.verdict for c in report.claims) or "no claims"
+        print(f"{name}: wrote {args.out}/{name}.md ({verdicts})")
+        failed += sum(c.passed is False for c in report.claims)
+    if failed:
+        print(f"{failed} claim(s) did not reproduce: see the reports (they say why, with numbers)")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from . import experiments
+
+    report = experiments.get("demo").run(quick=args.quick, outdir=args.out)
+    for caption, rows in report.tables:
+        print(caption)
+        for r in rows:
+            print("  " + ", ".join(f"{k}: {v:.4g}" if isinstance(v, float) else f"{k}: {v}"
+                                   for k, v in r.items()))
+    for c in report.claims:
+        print(f"[{c.verdict}] {c.text}: {c.measured}")
+    print(f"wrote {args.out}/demo.md, demo.png, demo.csv")
+    return 0
+
+
+# -- entry -----------------------------------------------------------------------------------
+
+
+def make_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="dpnet", description="Differentially private decentralized "
+                                "optimization: run algorithms, account privacy, reproduce papers.")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("list", help="list algorithms, graphs, compressors, problems, experiments")
+    s.add_argument("what", nargs="?", choices=["algorithms", "graphs", "compressors", "problems",
+                                               "experiments"])
+    s.set_defaults(func=cmd_list)
+    s = sub.add_parser("run", help="run a TOML configuration")
+    s.add_argument("config")
+    s.add_argument("--out", help="output folder (default runs/<config name>)")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(func=cmd_run)
+    s = sub.add_parser("privacy", help="print an algorithm's privacy guarantee",
+                       description="dpnet privacy NAME --param value ...: hyper-parameters as in "
+                       "the paper; noise scales as numbers with --decay q (geometric) or --power; "
+                       "--iterations K (omit for an infinite-horizon result), --gradient-bound M, "
+                       "--adjacency delta, --smoothness L, --dim d, --agents n, --variant.")
+    s.add_argument("name")
+    s.set_defaults(func=cmd_privacy, takes_extra=True)
+    s = sub.add_parser("demo", help="the main job on built-in defaults")
+    s.add_argument("--out", default="demo-output")
+    s.add_argument("--quick", action="store_true")
+    s.set_defaults(func=cmd_demo)
+    s = sub.add_parser("reproduce", help="regenerate a paper figure/table with its claims checked")
+    s.add_argument("names", nargs="+", help="experiment names (dpnet list experiments) or all")
+    s.add_argument("--quick", action="store_true", help="short horizons, few seeds")
+    s.add_argument("--out", default="reproductions")
+    s.set_defaults(func=cmd_reproduce)
+    for hook in _SUBCOMMAND_HOOKS:
+        hook(sub)
+    return p
+
+
+# Other modules (auditing, distributed launch) add subcommands here.
+_SUBCOMMAND_HOOKS: list = []
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = make_parser()
+    args, extra = parser.parse_known_args(argv)
+    try:
+        if getattr(args, "takes_extra", False):
+            return args.func(args, extra)
+        if extra:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        return args.func(args)
+    except DPNetError as err:
+        print(f"dpnet: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

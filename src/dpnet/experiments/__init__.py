@@ -1,0 +1,74 @@
+"""Every figure and table of the papers as a registered experiment (``dpnet reproduce NAME``).
+
+An experiment is a function ``fn(report: Report, quick: bool) -> None`` registered with
+:func:`experiment`; it runs the spec (problem, graph, algorithms, horizon, seeds), fills the
+report with data, plots, the choices made where the paper is silent, and the paper's claims as
+checks with measured numbers. One module per paper; every module here is imported on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UnknownNameError
+from .report import Claim, Report
+
+__all__ = ["Experiment", "Report", "Claim", "experiment", "get", "available", "reproduce"]
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    title: str
+    paper: str
+    fn: Callable[[Report, bool], None]
+
+    def run(self, quick: bool = False, outdir: str | Path | None = None) -> Report:
+        report = Report(self.name, self.title, self.paper, quick=quick)
+        self.fn(report, quick)
+        if outdir is not None:
+            report.write(outdir)
+        return report
+
+
+_REGISTRY: dict[str, Experiment] = {}
+_loaded = False
+
+
+def experiment(name: str, title: str, paper: str):
+    """Decorator registering ``fn(report, quick)`` as experiment ``name``."""
+
+    def wrap(fn):
+        _REGISTRY[name] = Experiment(name, title, paper, fn)
+        return fn
+
+    return wrap
+
+
+def _load() -> None:
+    global _loaded
+    if not _loaded:
+        for mod in pkgutil.iter_modules(__path__):
+            if mod.name not in ("report",) and not mod.name.startswith("_"):
+                importlib.import_module(f"{__name__}.{mod.name}")
+        _loaded = True
+
+
+def available() -> dict[str, Experiment]:
+    _load()
+    return dict(sorted(_REGISTRY.items()))
+
+
+def get(name: str) -> Experiment:
+    _load()
+    if name not in _REGISTRY:
+        raise UnknownNameError("experiment", name, _REGISTRY)
+    return _REGISTRY[name]
+
+
+def reproduce(name: str, quick: bool = False, outdir: str | Path = "reproductions") -> Report:
+    return get(name).run(quick=quick, outdir=outdir)
