@@ -209,7 +209,8 @@ def logistic_grad(A: np.ndarray, b: np.ndarray, reg: float, agent: int = 0,
     return grad
 
 
-def minibatch(rng: Streams, purpose: str, k: int, agent: int, m: int, batch_size: int) -> np.ndarray:
+def minibatch(rng: Streams, purpose: str, k: int, agent: int, m: int,
+              batch_size: int) -> np.ndarray:
     """Agent ``agent``'s ``batch_size`` distinct sample indices at iteration k: one uniform index
     when ``batch_size == 1``, else the ``batch_size`` smallest of m random sort keys."""
     if batch_size == 1:
