@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ParameterError, positive
-from ..noise import Laplace, Noise, none
-from ..privacy import xie
+from ..errors import positive
+from ..noise import Noise, none
 from ..privacy.guarantee import PrivacyGuarantee
+from ..privacy.xie import xie_guarantee
 from .base import Algorithm, Context, State, register
 
 
@@ -54,8 +54,9 @@ class DiaDSP(Algorithm):
         return {"x": x_next, "y": y_next, "g": g_next}
 
     # -- privacy ----------------------------------------------------------------------------
-    def privacy(self, problem, graph, iterations: int | None = None, gradient_bound: float | None = None,
-                adjacency: float | None = None, variant: str = "printed", **_: Any) -> PrivacyGuarantee:
+    def privacy(self, problem, graph, iterations: int | None = None,
+                gradient_bound: float | None = None, adjacency: float | None = None,
+                variant: str = "printed", **_: Any) -> PrivacyGuarantee:
         """Theorem 3 of paper 000 for a finite horizon (gradient bound M, from the problem when it
         knows one), Proposition 1 for ``iterations=None`` (adjacency radius delta required)."""
         return xie_guarantee(self.name, "pgtc", problem, graph, iterations, self.eta,
@@ -76,62 +77,3 @@ class GradientTracking(DiaDSP):
 
     def privacy(self, problem, graph, iterations=None, **_):
         return PrivacyGuarantee.none("gradient tracking adds no privacy noise", iterations)
-
-
-def _geometric_laplace(noise: Noise, label: str, n: int) -> list[tuple[float, float]]:
-    if noise.is_zero:
-        return [(0.0, 0.5)] * n
-    if not isinstance(noise, Laplace) or noise.schedule.decay is None:
-        raise ParameterError(label, repr(noise), "paper 000's accounting needs Laplace noise with "
-                             "a geometric decay s*q^k (Laplace(scale, decay=q))")
-    return [(p["scale"], p["decay"]) for p in (noise.per_agent_params(i, n) for i in range(n))]
-
-
-def xie_guarantee(name: str, which: str, problem, graph, iterations, eta: float, noise_x: Noise,
-                  noise_2: Noise, gradient_bound=None, adjacency=None, variant="printed",
-                  omega: float = 1.0) -> PrivacyGuarantee:
-    """Per-agent guarantee by paper 000's formulas; ``which`` is "pgtc" (noise_2 = y noise) or
-    "ppdc" (noise_2 = v noise). The q of agent i must be the same for both of its noises."""
-    n, d = graph.n, problem.dim
-    px, p2 = _geometric_laplace(noise_x, "noise_x", n), _geometric_laplace(noise_2, "noise_2", n)
-    if noise_x.is_zero and noise_2.is_zero:
-        return PrivacyGuarantee.none(f"{name} with noise scale 0 is not private", iterations)
-    qs = []
-    for i in range(n):
-        qx, q2 = px[i][1], p2[i][1]
-        if not (noise_x.is_zero or noise_2.is_zero) and abs(qx - q2) > 1e-15:
-            raise ParameterError("decay", (qx, q2), "paper 000 uses one decay q_i per agent for "
-                                 f"both noises (agent {i})")
-        qs.append(q2 if noise_x.is_zero else qx)
-    label = "Theorem 3" if which == "pgtc" else "Theorem 6"
-    if iterations is None:
-        label = "Proposition 1" if which == "pgtc" else "Proposition 2"
-        if adjacency is None:
-            raise ParameterError("adjacency", None, f"{label} of paper 000 needs the adjacency "
-                                 "radius delta (bound on the gradient difference of f_i0's two "
-                                 "versions, constant under Assumption 6)")
-        L = problem.smoothness
-        fn = xie.pgtc_infinite_horizon if which == "pgtc" else xie.ppdc_infinite_horizon
-        per = [fn(eta, L, px[i][0], p2[i][0], qs[i], adjacency) for i in range(n)]
-        assumptions = ("Assumption 6: grad f_i0^(1) - grad f_i0^(2) is constant",
-                       f"adjacency radius delta = {adjacency:g}", f"L_f = {L:.6g}",
-                       f"eta < 1/(2 L_f) and q in the interval of {label}")
-    else:
-        M = gradient_bound if gradient_bound is not None else problem.gradient_bound()
-        if M is None:
-            raise ParameterError("gradient_bound", None, f"{label} of paper 000 needs M with "
-                                 "||grad f_i(x)|| <= M for all x (Assumption 7); this problem "
-                                 "has no global bound, give one")
-        if which == "pgtc":
-            per = [xie.pgtc_finite_horizon(d, M, eta, px[i][0], p2[i][0], qs[i], iterations,
-                                           variant) for i in range(n)]
-        else:
-            per = [xie.ppdc_finite_horizon(d, M, eta, omega, px[i][0], p2[i][0], qs[i],
-                                           iterations, variant) for i in range(n)]
-        src = "user-supplied" if gradient_bound is not None else "computed from the problem's data"
-        assumptions = (f"Assumption 7: ||grad f_i|| <= M = {M:.6g} ({src})",
-                       f"sum over k = 0..K ({iterations + 1} terms)",
-                       f"variant: {variant} ({'sqrt(eta)' if variant == 'printed' else 'eta'})")
-    return PrivacyGuarantee.from_per_agent(
-        per, horizon=iterations, theorem=f"{label} of Xie et al. (paper 000), applied to {name}",
-        assumptions=assumptions)

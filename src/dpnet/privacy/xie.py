@@ -17,14 +17,22 @@ equal compressor inputs).
   ``eps = tau q^2 delta / (q^2 - eta L - q eta L)`` with ``tau = eta/s_x + 1/s_y`` (PGTC) or
   ``tau = 1/s_x + 1/(eta s_v)`` (PPDC); requires ``eta < 1/(2L)`` and
   ``q in ((eta L + sqrt(eta^2 L^2 + 4 eta L))/2, 1)``.
+
+:func:`xie_guarantee` turns an algorithm's noise objects into the per-agent guarantee (DiaDSP,
+PGTC, PPDC); :func:`calibrate_noise` scales an algorithm's noises to a target epsilon.
 """
 
 from __future__ import annotations
 
+import copy
 import math
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import ParameterError, require
-from .composition import inverse_geometric_sum
+from ..noise import Laplace, Noise
+from .composition import calibrate, inverse_geometric_sum
+from .guarantee import PrivacyGuarantee
 
 VARIANTS = ("printed", "derived")
 
@@ -79,8 +87,8 @@ def _infinite(tau: float, eta: float, L: float, q: float, delta: float) -> float
     require(eta < 1 / (2 * L), "eta", eta, f"eta < 1/(2 L_f) = {1 / (2 * L):.6g}")
     qmin = proposition_q_min(eta, L)
     if not qmin < q < 1:
-        raise ParameterError("q", q, f"{qmin:.6g} < q < 1 ((eta L + sqrt(eta^2 L^2 + 4 eta L))/2 < q "
-                             "< 1, Propositions 1-2 of paper 000)")
+        raise ParameterError("q", q, f"{qmin:.6g} < q < 1 ((eta L + sqrt(eta^2 L^2 + 4 eta L))/2 "
+                             "< q < 1, Propositions 1-2 of paper 000)")
     return tau * q * q * delta / (q * q - eta * L - q * eta * L)
 
 
@@ -94,3 +102,91 @@ def ppdc_infinite_horizon(eta: float, L: float, s_x: float, s_v: float, q: float
                           delta: float) -> float:
     """Proposition 2 of paper 000."""
     return _infinite(_inv(s_x) + _inv(s_v) / eta, eta, L, q, delta)
+
+
+def _geometric_laplace(noise: Noise, label: str, n: int) -> list[tuple[float, float]]:
+    if noise.is_zero:
+        return [(0.0, 0.5)] * n
+    if not isinstance(noise, Laplace) or noise.schedule.decay is None:
+        raise ParameterError(label, repr(noise), "paper 000's accounting needs Laplace noise with "
+                             "a geometric decay s*q^k (Laplace(scale, decay=q))")
+    return [(p["scale"], p["decay"]) for p in (noise.per_agent_params(i, n) for i in range(n))]
+
+
+def xie_guarantee(name: str, which: str, problem, graph, iterations, eta: float, noise_x: Noise,
+                  noise_2: Noise, gradient_bound=None, adjacency=None, variant="printed",
+                  omega: float = 1.0) -> PrivacyGuarantee:
+    """Per-agent guarantee by paper 000's formulas; ``which`` is "pgtc" (noise_2 = y noise) or
+    "ppdc" (noise_2 = v noise). The q of agent i must be the same for both of its noises."""
+    n, d = graph.n, problem.dim
+    label_2 = "noise_y" if which == "pgtc" else "noise_v"
+    px, p2 = _geometric_laplace(noise_x, "noise_x", n), _geometric_laplace(noise_2, label_2, n)
+    if noise_x.is_zero and noise_2.is_zero:
+        return PrivacyGuarantee.none(f"{name} with noise scale 0 is not private", iterations)
+    qs = []
+    for i in range(n):
+        qx, q2 = px[i][1], p2[i][1]
+        if not (noise_x.is_zero or noise_2.is_zero) and abs(qx - q2) > 1e-15:
+            raise ParameterError("decay", (qx, q2), "paper 000 uses one decay q_i per agent for "
+                                 f"both noises (agent {i})")
+        qs.append(q2 if noise_x.is_zero else qx)
+    label = "Theorem 3" if which == "pgtc" else "Theorem 6"
+    if iterations is None:
+        label = "Proposition 1" if which == "pgtc" else "Proposition 2"
+        if adjacency is None:
+            raise ParameterError("adjacency", None, f"{label} of paper 000 needs the adjacency "
+                                 "radius delta (bound on the gradient difference of f_i0's two "
+                                 "versions, constant under Assumption 6)")
+        L = problem.smoothness
+        fn = pgtc_infinite_horizon if which == "pgtc" else ppdc_infinite_horizon
+        per = [fn(eta, L, px[i][0], p2[i][0], qs[i], adjacency) for i in range(n)]
+        assumptions = ("Assumption 6: grad f_i0^(1) - grad f_i0^(2) is constant",
+                       f"adjacency radius delta = {adjacency:g}", f"L_f = {L:.6g}",
+                       f"eta < 1/(2 L_f) and q in the interval of {label}")
+    else:
+        M = gradient_bound if gradient_bound is not None else problem.gradient_bound()
+        if M is None:
+            raise ParameterError("gradient_bound", None, f"{label} of paper 000 needs M with "
+                                 "||grad f_i(x)|| <= M for all x (Assumption 7); this problem "
+                                 "has no global bound, give one")
+        if which == "pgtc":
+            per = [pgtc_finite_horizon(d, M, eta, px[i][0], p2[i][0], qs[i], iterations,
+                                           variant) for i in range(n)]
+        else:
+            per = [ppdc_finite_horizon(d, M, eta, omega, px[i][0], p2[i][0], qs[i],
+                                           iterations, variant) for i in range(n)]
+        src = "user-supplied" if gradient_bound is not None else "computed from the problem's data"
+        assumptions = (f"Assumption 7: ||grad f_i|| <= M = {M:.6g} ({src})",
+                       f"sum over k = 0..K ({iterations + 1} terms)",
+                       f"variant: {variant} ({'sqrt(eta)' if variant == 'printed' else 'eta'})")
+    return PrivacyGuarantee.from_per_agent(
+        per, horizon=iterations, theorem=f"{label} of Xie et al. (paper 000), applied to {name}",
+        assumptions=assumptions)
+
+
+def scaled_noise(noise: Noise, factor: float) -> Noise:
+    """The same noise (distribution, schedule, per-agent shape) with every scale times factor."""
+    sch = noise.schedule
+    return type(noise)(sch.scale * factor, decay=sch.decay, power=sch.power, schedule=sch.custom)
+
+
+def calibrate_noise(alg: Any, attributes: Sequence[str], target: float, problem, graph,
+                    iterations: int | None = None, **constants: Any) -> Any:
+    """A copy of ``alg`` whose noises ``attributes`` are all multiplied by the smallest common
+    factor t for which ``alg.privacy(problem, graph, iterations, **constants).epsilon <= target``
+    (ratios between noises and agents are kept; the result never overshoots the target)."""
+    base = {a: getattr(alg, a) for a in attributes}
+    if all(n.is_zero for n in base.values()):
+        raise ParameterError(", ".join(attributes), "scale 0",
+                             "some noise scale > 0 to calibrate (scaling zero noise gives none)")
+
+    def make(t: float):
+        new = copy.copy(alg)
+        for a, noise in base.items():
+            setattr(new, a, scaled_noise(noise, t))
+        return new
+
+    def epsilon_of(t: float) -> float:
+        return make(t).privacy(problem, graph, iterations=iterations, **constants).epsilon
+
+    return make(calibrate(epsilon_of, target))
