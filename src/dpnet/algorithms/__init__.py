@@ -1,11 +1,22 @@
-"""All algorithms behind one API, with a registry: ``dpnet.algorithms.get("diadsp")``."""
+"""All algorithms behind one API, with a registry: ``dpnet.algorithms.get("diadsp")``.
+
+Every module of this package is imported here, and every registered class is exported under its
+class name, so adding an algorithm is adding one module with a ``@register``-ed class.
+"""
+
+import importlib as _importlib
+import pkgutil as _pkgutil
 
 from .base import Algorithm, Context, State, available, get, register
-from .dgd import DGD, DSGD
-from .diadsp import DiaDSP, GradientTracking
 
-__all__ = ["Algorithm", "Context", "State", "available", "get", "register", "DGD", "DSGD",
-           "DiaDSP", "GradientTracking", "from_spec"]
+for _mod in _pkgutil.iter_modules(__path__):
+    if _mod.name != "base" and not _mod.name.startswith("_"):
+        _importlib.import_module(f"{__name__}.{_mod.name}")
+
+globals().update({cls.__name__: cls for cls in available().values()})
+
+__all__ = ["Algorithm", "Context", "State", "available", "get", "register", "from_spec",
+           *sorted(cls.__name__ for cls in available().values())]
 
 
 def from_spec(spec: dict) -> Algorithm:
