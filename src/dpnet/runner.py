@@ -73,15 +73,18 @@ class Result:
         return path
 
     def summary(self) -> dict[str, Any]:
-        last = {k: _num(v[-1]) for k, v in self.history.items() if len(v)}
-        return {"algorithm": self.algorithm, "params": self.params, "iterations": self.iterations,
-                "seed": self.seed, "final": last, "bits": self.ledger.as_dict(),
-                "privacy": self.privacy.as_dict(), "wall_time_s": self.wall_time}
+        """Plain, strict-JSON-safe dict: non-finite numbers (a non-private run's epsilon = inf, a
+        NaN distance) become the strings "inf"/"nan", as in the CSV."""
+        last = {k: v[-1] for k, v in self.history.items() if len(v)}
+        return _plain({"algorithm": self.algorithm, "params": self.params,
+                       "iterations": self.iterations, "seed": self.seed, "final": last,
+                       "bits": self.ledger.as_dict(), "privacy": self.privacy.as_dict(),
+                       "wall_time_s": self.wall_time})
 
     def to_json(self, path: str | Path) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.summary(), indent=2, default=_num))
+        path.write_text(json.dumps(self.summary(), indent=2, default=_num, allow_nan=False))
         return path
 
 
@@ -91,6 +94,14 @@ def _num(v):
     if isinstance(v, float) and not math.isfinite(v):
         return str(v)
     return v
+
+
+def _plain(obj):
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_plain(v) for v in obj]
+    return _num(obj)
 
 
 def _check_finite(state: State, k: int) -> None:
