@@ -460,3 +460,14 @@ def from_spec(spec: dict) -> Graph:
     if "offsets" in spec:
         spec["offsets"] = tuple(spec["offsets"])
     return CONSTRUCTORS[name](**spec)
+
+
+# Directed pairs (R, C) of paper 003 live in their own module and are re-exported here.
+from .digraphs import (  # noqa: E402, F401
+    DirectedGraph,
+    cwz_fig1,
+    digraph,
+    directed_ring,
+    from_edge_lists,
+    random_digraph,
+)
