@@ -240,3 +240,330 @@ def local_gradients(problem, batch_size: int | None = None, seed: int = 0) -> li
         A, b = problem.A.numpy(), problem.b.numpy()
         return [logistic_grad(A[i], b[i], problem.reg, i, batch_size, seed) for i in range(n)]
     raise TypeError(f"no hand-written gradient for {type(problem).__name__}")
+
+
+# ---- paper 003 (Chen, Wang & Zhang): DP gradient tracking over directed graphs ------------------
+
+def directed_dpgt(R: np.ndarray, C: np.ndarray, grads: Sequence[Grad], x0: np.ndarray,
+                  alpha: float, beta: float, gamma: float, iterations: int,
+                  scale_x: ScaleFn | None = None, scale_y: ScaleFn | None = None, seed: int = 0,
+                  form: str = "compact") -> dict[str, np.ndarray]:
+    """Algorithm 1 of paper 003, agent by agent. ``R[i, j] > 0``: i receives j's state; ``C[i, j]
+    > 0``: i receives j's tracking variable (diagonals ignored). With ``x^_j = x_j + zeta_j`` and
+    ``y^_j = y_j + eta_j`` (purposes ``"noise_x"``, ``"noise_y"``):
+
+    ``form="per-agent"``, eqs. (4) and (6):
+    ``x_i' = (1 - alpha sum_{j != i} R_ij) x_i + alpha sum_{j != i} R_ij x^_j - gamma y_i``,
+    ``y_i' = (1 - beta sum_{j != i} C_ij) y_i + beta sum_{j != i} C_ij y^_j + g_i' - g_i``.
+
+    ``form="compact"``, eqs. (7)-(8) written per agent:
+    ``x_i' = x_i - alpha sum_{j != i} R_ij (x^_i - x^_j) - gamma y_i``,
+    ``y_i' = y_i - beta [(sum_{j != i} C_ji) y^_i - sum_{j != i} C_ij y^_j] + g_i' - g_i``.
+
+    ``g_i = grads[i](x_i, k)`` at iteration k, ``y_i(0) = g_i(0)``. Returns trajectories ``x``,
+    ``y``, ``g`` (``(K+1, n, d)``)."""
+    R, C = np.asarray(R, dtype=np.float64), np.asarray(C, dtype=np.float64)
+    n, d = R.shape[0], np.asarray(x0).shape[1]
+    rng = Streams(seed)
+    x = [np.array(x0[i], dtype=np.float64) for i in range(n)]
+    g = [grads[i](x[i], 0) for i in range(n)]
+    y = [gi.copy() for gi in g]
+    xs, ys, gs = [np.stack(x)], [np.stack(y)], [np.stack(g)]
+    for k in range(iterations):
+        zeta = [agent_noise(rng, "noise_x", k, i, d, scale_x(i, k)) if scale_x else np.zeros(d)
+                for i in range(n)]
+        eta = [agent_noise(rng, "noise_y", k, i, d, scale_y(i, k)) if scale_y else np.zeros(d)
+               for i in range(n)]
+        xh = [x[i] + zeta[i] for i in range(n)]
+        yh = [y[i] + eta[i] for i in range(n)]
+        x_new, y_new, g_new = [], [], []
+        for i in range(n):
+            acc = np.zeros(d)
+            row = 0.0
+            for j in range(n):
+                if j != i and R[i, j] != 0.0:
+                    row += R[i, j]
+                    acc += R[i, j] * (xh[i] - xh[j] if form == "compact" else xh[j])
+            if form == "compact":
+                x_new.append(x[i] - alpha * acc - gamma * y[i])                          # (7)
+            else:
+                x_new.append((1.0 - alpha * row) * x[i] + alpha * acc - gamma * y[i])    # (4)
+        for i in range(n):
+            g_new.append(grads[i](x_new[i], k + 1))
+            acc = np.zeros(d)
+            row = col = 0.0
+            for j in range(n):
+                if j != i and C[i, j] != 0.0:
+                    row += C[i, j]
+                    acc += C[i, j] * yh[j]
+                if j != i and C[j, i] != 0.0:
+                    col += C[j, i]
+            if form == "compact":
+                y_new.append(y[i] - beta * (col * yh[i] - acc) + g_new[i] - g[i])        # (8)
+            else:
+                y_new.append((1.0 - beta * row) * y[i] + beta * acc + g_new[i] - g[i])   # (6)
+        x, y, g = x_new, y_new, g_new
+        xs.append(np.stack(x))
+        ys.append(np.stack(y))
+        gs.append(np.stack(g))
+    return {"x": np.stack(xs), "y": np.stack(ys), "g": np.stack(gs)}
+
+
+# ---- paper 004 (Ou et al.): DPP2 -------------------------------------------------------------
+
+def dpp2(P: np.ndarray, grads: Sequence[Grad], x0: np.ndarray, alpha: float, beta: float,
+         rho: float, etas: Sequence[float], iterations: int, scale_w: ScaleFn | None = None,
+         scale_e: ScaleFn | None = None, seed: int = 0) -> dict[str, np.ndarray]:
+    """DPP2, Algorithm 1 of paper 004, per agent i (sums over j in N_i and i, ``p_ij != 0``):
+
+    ``y_i^k = x_i^k + (1 - eta^k) d_i^k + w_i^k``                                  (line 6)
+    ``z_i^k = grad f_i(x_i^k) + eta^k q_i^k + rho sum_j p_ij y_j^k + e_i^k``       (line 7)
+    ``x_i^{k+1} = x_i^k + w_i^k - alpha (z_i^k - e_i^k) + beta sum_j p_ij z_j^k``  (line 8)
+    ``d_i^{k+1} = eta^k d_i^k + y_i^k``, ``q_i^{k+1} = eta^k q_i^k + rho sum_j p_ij y_j^k``
+
+    from ``d_i^0 = q_i^0 = 0``; ``w``, ``e`` drawn under purposes ``"noise_w"``/``"noise_e"`` at
+    scales ``scale_w(i, k)``/``scale_e(i, k)`` (``None``: no noise). Returns ``x``, ``d``, ``q``
+    (``(K+1, n, d)``) and the messages ``y``, ``z`` and noises ``w``, ``e`` (``(K, n, d)``)."""
+    P = np.asarray(P, dtype=np.float64)
+    n, dim = np.asarray(x0).shape
+    nbrs = in_neighbours(P)
+    rng = Streams(seed)
+    x = [np.array(x0[i], dtype=np.float64) for i in range(n)]
+    d = [np.zeros(dim) for _ in range(n)]
+    q = [np.zeros(dim) for _ in range(n)]
+    out: dict[str, list] = {k: [] for k in ("x", "d", "q", "y", "z", "w", "e")}
+    out["x"].append(np.stack(x))
+    out["d"].append(np.stack(d))
+    out["q"].append(np.stack(q))
+    for k in range(iterations):
+        eta = float(etas[k])
+        w = [agent_noise(rng, "noise_w", k, i, dim, scale_w(i, k)) if scale_w else np.zeros(dim)
+             for i in range(n)]
+        e = [agent_noise(rng, "noise_e", k, i, dim, scale_e(i, k)) if scale_e else np.zeros(dim)
+             for i in range(n)]
+        y = [x[i] + (1.0 - eta) * d[i] + w[i] for i in range(n)]                         # line 6
+        Py = [_weighted_sum(P, nbrs[i], i, y) for i in range(n)]
+        z = [grads[i](x[i], k) + eta * q[i] + rho * Py[i] + e[i] for i in range(n)]       # line 7
+        x = [x[i] + w[i] - alpha * (z[i] - e[i]) + beta * _weighted_sum(P, nbrs[i], i, z)
+             for i in range(n)]                                                           # line 8
+        d = [eta * d[i] + y[i] for i in range(n)]                                         # line 9
+        q = [eta * q[i] + rho * Py[i] for i in range(n)]                                  # line 10
+        for key, val in (("x", x), ("d", d), ("q", q), ("y", y), ("z", z), ("w", w), ("e", e)):
+            out[key].append(np.stack(val))
+    return {k: np.stack(v) if v else np.zeros((0, n, dim)) for k, v in out.items()}
+
+
+def dpp2_compact(P: np.ndarray, grads: Sequence[Grad], x0: np.ndarray, alpha: float,
+                 beta: float, rho: float, w: np.ndarray, e: np.ndarray) -> dict[str, np.ndarray]:
+    """Compact recursion (20)-(21) of paper 004, ``L = P (x) I_d`` and ``G = alpha I - beta L``:
+
+    ``x^{k+1} = x^k + w^k - G(grad f(x^k) + q^k + rho L (x^k + w^k)) + beta L e^k``   (20)
+    ``q^{k+1} = q^k + rho L (x^k + w^k)``                                            (21)
+
+    with ``q^0 = 0`` and the given noises ``w``, ``e`` of shape ``(K, n, d)`` (no eta^k appears).
+    Stacked rows: ``L v`` is ``P @ V``. Returns ``x`` and ``q``, ``(K+1, n, d)``."""
+    P = np.asarray(P, dtype=np.float64)
+    n = P.shape[0]
+    G = alpha * np.eye(n) - beta * P
+    x = np.array(x0, dtype=np.float64)
+    q = np.zeros_like(x)
+    xs, qs = [x], [q]
+    for k in range(len(w)):
+        g = np.stack([grads[i](x[i], k) for i in range(n)])
+        xw = x + w[k]
+        x, q = xw - G @ (g + q + rho * P @ xw) + beta * P @ e[k], q + rho * P @ xw       # (20)-(21)
+        xs.append(x)
+        qs.append(q)
+    return {"x": np.stack(xs), "q": np.stack(qs)}
+
+
+# ---- paper 000's compressed algorithms: PGTC and PPDC (Xie et al.) -----------------------------
+
+Compress = Callable[[np.ndarray, int, int, str], np.ndarray]   # (vector, agent, iteration, name)
+
+
+def compressor(kind: str, k: int = 2, bits: int = 2, dither: np.ndarray | None = None,
+               seed: int = 0) -> Compress:
+    """Paper 000's compressors on one vector, literally (§V):
+
+    * ``"identity"``;
+    * ``"topk"`` (C1): keep the k coordinates largest in magnitude;
+    * ``"quantizer"`` (C2): ``(||x||/xi) sign(x) 2^{-(b-1)} floor(2^{b-1}|x|/||x|| + u)`` with
+      ``xi = 1 + min(d/2^{2(b-1)}, sqrt(d)/2^{b-1})`` and ``C(0) = 0``; ``u`` is ``dither`` when
+      given, else agent i's draw ``Streams(seed).uniform("compress/<name>/dither", k, [i], d)``;
+    * ``"normsign"`` (C3): ``(||x||_inf / 2) sign(x)`` (a zero coordinate sent as +)."""
+
+    def identity(v, i, it, name):
+        return np.array(v, dtype=np.float64)
+
+    def topk(v, i, it, name):
+        out = np.zeros_like(v)
+        idx = np.argsort(-np.abs(v), kind="stable")[:k]
+        out[idx] = v[idx]
+        return out
+
+    def quantizer(v, i, it, name):
+        d = v.size
+        norm = float(np.sqrt(np.sum(v * v)))
+        if norm == 0.0:
+            return np.zeros_like(v)
+        s = 2.0 ** (bits - 1)
+        xi = 1.0 + min(d / s**2, np.sqrt(d) / s)
+        u = (np.asarray(dither, dtype=np.float64) if dither is not None
+             else Streams(seed).uniform(f"compress/{name}/dither", it, [i], d)[0])
+        return (norm / xi) * np.sign(v) * np.floor(s * np.abs(v) / norm + u) / s
+
+    def normsign(v, i, it, name):
+        return 0.5 * np.max(np.abs(v)) * np.where(v >= 0, 1.0, -1.0)
+
+    table = {"identity": identity, "topk": topk, "quantizer": quantizer, "normsign": normsign}
+    if kind not in table:
+        raise ValueError(f"kind={kind!r} violates the condition: one of {sorted(table)}")
+    return table[kind]
+
+
+def _neighbours_only(W: np.ndarray) -> list[list[int]]:
+    """N_i: the j != i with ``w_ij != 0`` (paper 000's neighbour sets; w_ii plays no role)."""
+    return [[j for j in row if j != i] for i, row in enumerate(in_neighbours(W))]
+
+
+def _noise_vectors(rng: Streams, purpose: str, k: int, n: int, d: int,
+                   scale: ScaleFn | None) -> list[np.ndarray]:
+    return [agent_noise(rng, purpose, k, i, d, scale(i, k)) if scale else np.zeros(d)
+            for i in range(n)]
+
+
+def pgtc(W: np.ndarray, grads: Sequence[Grad], x0: np.ndarray, eta: float, gamma: float,
+         alpha_x: float, alpha_y: float, compress: Compress, iterations: int,
+         scale_x: ScaleFn | None = None, scale_y: ScaleFn | None = None,
+         seed: int = 0) -> dict[str, np.ndarray]:
+    """PGTC, paper 000 Algorithm 1, per agent i (each holder i keeps its own copies
+    ``x^c[i][j]``, ``y^c[i][j]`` of every j in ``N_i + {i}``):
+
+    ``x^a_i = x_i + xi_{x_i}``, ``y^a_i = y_i + xi_{y_i}``                                 (8)-(9)
+    agent j broadcasts ``cx_j = C(x^a_j - x^c_j)``, ``cy_j = C(y^a_j - y^c_j)``
+    holder i: ``x_hat_j = x^c[i][j] + cx_j``, ``y_hat_j = y^c[i][j] + cy_j``              (14)-(15)
+    ``x_i <- x^a_i + gamma sum_{j in N_i} w_ij (x_hat_j - x_hat_i) - eta y_i``                (12)
+    ``y_i <- y^a_i + gamma sum_{j in N_i} w_ij (y_hat_j - y_hat_i) + grad f_i(x_i^+) -
+    grad f_i(x_i)``                                                                           (13)
+    ``x^c[i][j] <- (1-alpha_x) x^c[i][j] + alpha_x x_hat_j`` (y^c with alpha_y)            (16)-(17)
+
+    ``x^c = y^c = 0`` and ``y_i = grad f_i(x_i)`` initially; noise under purposes
+    ``"noise_x"``/``"noise_y"``, compression under message names ``"x"``/``"y"``. Returns ``x``,
+    ``y`` (``(K+1, n, d)``), the noise ``xi_x``, ``xi_y`` and the messages ``cx``, ``cy``
+    (``(K, n, d)``)."""
+    W = np.asarray(W, dtype=np.float64)
+    n, d = W.shape[0], np.asarray(x0).shape[1]
+    nb = _neighbours_only(W)
+    rng = Streams(seed)
+    x = [np.array(x0[i], dtype=np.float64) for i in range(n)]
+    g = [grads[i](x[i], 0) for i in range(n)]
+    y = list(g)
+    xc = [{j: np.zeros(d) for j in [i, *nb[i]]} for i in range(n)]
+    yc = [{j: np.zeros(d) for j in [i, *nb[i]]} for i in range(n)]
+    out: dict[str, list] = {"x": [np.stack(x)], "y": [np.stack(y)], "xi_x": [], "xi_y": [],
+                            "cx": [], "cy": []}
+    for k in range(iterations):
+        xi_x = _noise_vectors(rng, "noise_x", k, n, d, scale_x)
+        xi_y = _noise_vectors(rng, "noise_y", k, n, d, scale_y)
+        xa = [x[i] + xi_x[i] for i in range(n)]                                       # (8)
+        ya = [y[i] + xi_y[i] for i in range(n)]                                       # (9)
+        cx = [compress(xa[j] - xc[j][j], j, k, "x") for j in range(n)]
+        cy = [compress(ya[j] - yc[j][j], j, k, "y") for j in range(n)]
+        x_new, y_new, g_new = [], [], []
+        for i in range(n):
+            xh = {j: xc[i][j] + cx[j] for j in xc[i]}                                 # (14)
+            yh = {j: yc[i][j] + cy[j] for j in yc[i]}                                 # (15)
+            sx, sy = np.zeros(d), np.zeros(d)
+            for j in nb[i]:
+                sx = sx + W[i, j] * (xh[j] - xh[i])
+                sy = sy + W[i, j] * (yh[j] - yh[i])
+            x_new.append(xa[i] + gamma * sx - eta * y[i])                             # (12)
+            g_new.append(grads[i](x_new[i], k + 1))
+            y_new.append(ya[i] + gamma * sy + g_new[i] - g[i])                        # (13)
+            for j in xc[i]:
+                xc[i][j] = (1 - alpha_x) * xc[i][j] + alpha_x * xh[j]                 # (16)
+                yc[i][j] = (1 - alpha_y) * yc[i][j] + alpha_y * yh[j]                 # (17)
+        x, y, g = x_new, y_new, g_new
+        for key, val in (("x", x), ("y", y), ("xi_x", xi_x), ("xi_y", xi_y), ("cx", cx),
+                         ("cy", cy)):
+            out[key].append(np.stack(val))
+    return {key: np.stack(val) if val else np.zeros((0, n, d)) for key, val in out.items()}
+
+
+def ppdc(W: np.ndarray, grads: Sequence[Grad], x0: np.ndarray, eta: float, gamma: float,
+         omega: float, alpha_x: float, compress: Compress, iterations: int,
+         scale_x: ScaleFn | None = None, scale_v: ScaleFn | None = None,
+         seed: int = 0) -> dict[str, np.ndarray]:
+    """PPDC, paper 000 Algorithm 2, per agent i (holder i keeps copies ``x^c[i][j]``), with
+    ``sum_j L_ij h_j = sum_{j in N_i} w_ij (h_i - h_j)`` (L = D - W):
+
+    agent j broadcasts ``cx_j = C(x_j + xi_{x_j} - x^c_j)``
+    holder i: ``x_hat_j = x^c[i][j] + cx_j``                                                 (14)
+    ``x_i <- x_i + xi_{x_i} - eta (gamma sum_j L_ij x_hat_j + omega v_i + grad f_i(x_i))``    (31)
+    ``v_i <- v_i + xi_{v_i} + eta omega sum_j L_ij x_hat_j``                                  (32)
+    ``x^c[i][j] <- (1-alpha_x) x^c[i][j] + alpha_x x_hat_j``                                  (16)
+
+    ``x^c = 0``, ``v = 0`` initially; noise purposes ``"noise_x"``/``"noise_v"``, message name
+    ``"x"``. Returns ``x``, ``v`` (``(K+1, n, d)``), ``xi_x``, ``xi_v`` and ``cx``
+    (``(K, n, d)``)."""
+    W = np.asarray(W, dtype=np.float64)
+    n, d = W.shape[0], np.asarray(x0).shape[1]
+    nb = _neighbours_only(W)
+    rng = Streams(seed)
+    x = [np.array(x0[i], dtype=np.float64) for i in range(n)]
+    v = [np.zeros(d) for _ in range(n)]
+    xc = [{j: np.zeros(d) for j in [i, *nb[i]]} for i in range(n)]
+    out: dict[str, list] = {"x": [np.stack(x)], "v": [np.stack(v)], "xi_x": [], "xi_v": [],
+                            "cx": []}
+    for k in range(iterations):
+        xi_x = _noise_vectors(rng, "noise_x", k, n, d, scale_x)
+        xi_v = _noise_vectors(rng, "noise_v", k, n, d, scale_v)
+        cx = [compress(x[j] + xi_x[j] - xc[j][j], j, k, "x") for j in range(n)]
+        x_new, v_new = [], []
+        for i in range(n):
+            xh = {j: xc[i][j] + cx[j] for j in xc[i]}                                 # (14)
+            lx = np.zeros(d)
+            for j in nb[i]:
+                lx = lx + W[i, j] * (xh[i] - xh[j])
+            x_new.append(x[i] + xi_x[i]
+                         - eta * (gamma * lx + omega * v[i] + grads[i](x[i], k)))      # (31)
+            v_new.append(v[i] + xi_v[i] + eta * omega * lx)                           # (32)
+            for j in xc[i]:
+                xc[i][j] = (1 - alpha_x) * xc[i][j] + alpha_x * xh[j]                 # (16)
+        x, v = x_new, v_new
+        for key, val in (("x", x), ("v", v), ("xi_x", xi_x), ("xi_v", xi_v), ("cx", cx)):
+            out[key].append(np.stack(val))
+    return {key: np.stack(val) if val else np.zeros((0, n, d)) for key, val in out.items()}
+
+
+def primal_dual(W: np.ndarray, grads: Sequence[Grad], x0: np.ndarray, eta: float, gamma: float,
+                omega: float, iterations: int, scale_x: ScaleFn | None = None,
+                scale_v: ScaleFn | None = None, seed: int = 0) -> dict[str, np.ndarray]:
+    """The uncompressed primal-dual method of paper 000: (27)-(28) of Yi et al. without noise,
+    (29)-(30) with it (``xi`` under purposes ``"noise_x"``/``"noise_v"``):
+
+    ``x_i <- x_i + xi_{x_i} - eta (gamma sum_j L_ij (x_j + xi_{x_j}) + omega v_i +
+    grad f_i(x_i))``                                                                     (27)/(29)
+    ``v_i <- v_i + xi_{v_i} + eta omega sum_j L_ij (x_j + xi_{x_j})``                    (28)/(30)
+
+    ``v = 0`` initially. Returns ``x``, ``v`` (``(K+1, n, d)``)."""
+    W = np.asarray(W, dtype=np.float64)
+    n, d = W.shape[0], np.asarray(x0).shape[1]
+    nb = _neighbours_only(W)
+    rng = Streams(seed)
+    x = [np.array(x0[i], dtype=np.float64) for i in range(n)]
+    v = [np.zeros(d) for _ in range(n)]
+    xs, vs = [np.stack(x)], [np.stack(v)]
+    for k in range(iterations):
+        xi_x = _noise_vectors(rng, "noise_x", k, n, d, scale_x)
+        xi_v = _noise_vectors(rng, "noise_v", k, n, d, scale_v)
+        xa = [x[i] + xi_x[i] for i in range(n)]
+        lx = [sum((W[i, j] * (xa[i] - xa[j]) for j in nb[i]), np.zeros(d)) for i in range(n)]
+        x_new = [xa[i] - eta * (gamma * lx[i] + omega * v[i] + grads[i](x[i], k))
+                 for i in range(n)]
+        v = [v[i] + xi_v[i] + eta * omega * lx[i] for i in range(n)]
+        x = x_new
+        xs.append(np.stack(x))
+        vs.append(np.stack(v))
+    return {"x": np.stack(xs), "v": np.stack(vs)}

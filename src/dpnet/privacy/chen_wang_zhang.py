@@ -1,0 +1,238 @@
+"""Pure epsilon-DP accounting of paper 003 (Chen, Wang & Zhang): Lemmas 4 and 5, Theorems 3 and 4.
+
+Adjacency (Definition 3): the datasets differ in one sample ``(i0, l0)`` of agent i0 and
+``||g_i0(x, xi) - g_i0(x, xi')|| <= C`` for every x. Observations: every ``x_k + zeta_k`` and
+``y_k + eta_k``, k = 0..K (Algorithm 1 loops k = 0..K). Laplace noise ``Lap(sigma_k)`` per
+coordinate.
+
+Lemma 4 is garbled in the main text; Appendix F's (73), (77), (80), (81), (83), (86), (87) give,
+with ``a = |1 - alpha sum_{j in N^-_{R,i0}} R_{i0 j}|`` and ``b = |1 - beta sum_{j in N^-_{C,i0}}
+C_{i0 j}|`` (row sums of agent i0)::
+
+    Dy[0] = C1/m,   Dy[k] = b Dy[k-1] + 2 C1/m            = (C1/m)(b^k + 2 (1-b^k)/(1-b))
+    Dx[0] = 0,      Dx[k] = a Dx[k-1] + gamma Dy[k-1]     = gamma sum_{t=1}^{k} a^{k-t} Dy[t-1]
+    eps(i0) = sum_{k=0}^{K} Dx[k]/sigma^zeta_k + Dy[k]/sigma^eta_k                   (Lemma 5)
+
+and the network-level guarantee is the maximum over i0. ``C1`` is an l1 bound on the change of
+one sampled gradient: Appendix F uses ``||g - g'||_1 <= C`` although Definition 3 bounds the l2
+norm, so ``norm="l2"`` (default, rigorous) uses ``C1 = sqrt(d) C`` and ``norm="l1"`` reads C as
+an l1 bound (the paper's literal computation).
+
+Which form the bound applies to: Appendix F analyses the per-agent rules (4)/(6), where agent
+i0 mixes its own *clean* state, hence the contraction factors a, b above (``form="per-agent"``).
+In the compact forms (7)/(8), the default of :class:`~dpnet.algorithms.DirectedDPGT`, agent i0
+mixes its own *perturbed* state, which the observation fixes; the same argument then gives
+``a = b = 1`` (``form="compact"``) [DERIVED], so Dy grows linearly and Dx quadratically in k.
+
+Noise vs epsilon: Remark 13 and Section IV-A say smaller noise gives smaller epsilon. Lemma 5
+says the opposite (eps is proportional to 1/sigma); this module follows the lemma.
+
+Subsampling enters only through the 1/m factor (the probability that the differing sample is
+drawn is not used), exactly as in the paper.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ParameterError, require
+from .guarantee import PrivacyGuarantee
+
+FORMS = ("compact", "per-agent")
+NORMS = ("l2", "l1")
+THEOREM = "Chen, Wang & Zhang (paper 003), Lemma 4 (Appendix F recursions) and Lemma 5"
+
+
+# ---- Lemma 4 ----------------------------------------------------------------------------------
+
+def _check(a: float, b: float, gamma: float, C: float, m: int, K: int) -> None:
+    require(a >= 0 and b >= 0, "(a, b)", (a, b), "contraction factors a, b >= 0")
+    require(gamma > 0, "gamma", gamma, "gamma > 0")
+    require(C > 0 and math.isfinite(C), "C", C, "0 < C < inf (Definition 3)")
+    require(isinstance(m, int | np.integer) and m >= 1, "m", m, "an integer sampling number m >= 1")
+    require(isinstance(K, int | np.integer) and K >= 0, "K", K, "an integer K >= 0")
+
+
+def sensitivities(a: float, b: float, gamma: float, C: float, m: int, K: int) -> tuple[
+        np.ndarray, np.ndarray]:
+    """``(Dx, Dy)``, arrays of length K+1, by Appendix F's recursions (C is the l1 constant)."""
+    _check(a, b, gamma, C, m, K)
+    Dx, Dy = np.zeros(K + 1), np.zeros(K + 1)
+    Dy[0] = C / m
+    for k in range(1, K + 1):
+        Dy[k] = b * Dy[k - 1] + 2.0 * C / m
+        Dx[k] = a * Dx[k - 1] + gamma * Dy[k - 1]
+    return Dx, Dy
+
+
+def _geometric(r: float, k: np.ndarray) -> np.ndarray:
+    """``sum_{s=0}^{k-1} r^s`` elementwise."""
+    return k.astype(np.float64) if r == 1.0 else (1.0 - r ** k) / (1.0 - r)
+
+
+def sensitivities_closed_form(a: float, b: float, gamma: float, C: float, m: int,
+                              K: int) -> tuple[np.ndarray, np.ndarray]:
+    """The same as :func:`sensitivities` from the closed forms (81) and (87) summed:
+    ``Dy[k] = (C/m)(b^k + 2 S_b(k))`` with ``S_r(k) = sum_{s<k} r^s``, and
+    ``Dx[k] = gamma (C/m) [(1 - 2/(1-b)) P(k) + 2/(1-b) S_a(k)]`` with
+    ``P(k) = sum_{t=1}^{k} a^{k-t} b^{t-1}`` (for b = 1: ``Dx[k] = gamma (C/m) (2 Q(k) + P(k))``
+    with ``Q(k) = sum_{t=1}^{k} a^{k-t} (t-1)``)."""
+    _check(a, b, gamma, C, m, K)
+    k = np.arange(K + 1)
+    c = C / m
+    Dy = c * (b ** k + 2.0 * _geometric(b, k))
+    if a == b:
+        P = k * a ** np.maximum(k - 1, 0)
+    else:
+        P = (a ** k - b ** k) / (a - b)
+    if b != 1.0:
+        Dx = gamma * c * ((1.0 - 2.0 / (1.0 - b)) * P + 2.0 / (1.0 - b) * _geometric(a, k))
+    else:
+        if a == 1.0:
+            Q = k * (k - 1) / 2.0
+        else:  # (k-1) S_a(k) - sum_{j<k} j a^j
+            Q = (k - 1) * _geometric(a, k) - a * (1.0 - k * a ** np.maximum(k - 1, 0)
+                                                   + (k - 1) * a ** k) / (1.0 - a) ** 2
+        Dx = gamma * c * (2.0 * Q + P)
+    Dx[0] = 0.0
+    return Dx, Dy
+
+
+# ---- Lemma 5 ----------------------------------------------------------------------------------
+
+def epsilon_terms(Dx: np.ndarray, Dy: np.ndarray, sigma_zeta: Sequence[float],
+                  sigma_eta: Sequence[float]) -> np.ndarray:
+    """Per-iteration terms ``Dx[k]/sigma^zeta_k + Dy[k]/sigma^eta_k`` (inf where a scale is 0)."""
+    sz, se = np.asarray(sigma_zeta, dtype=np.float64), np.asarray(sigma_eta, dtype=np.float64)
+    require(sz.shape == Dx.shape and se.shape == Dy.shape, "sigma", (sz.shape, se.shape),
+            f"one noise scale per observed iteration k = 0..{len(Dx) - 1}")
+    require(bool(np.all(sz >= 0) and np.all(se >= 0)), "sigma", "scales", "noise scales >= 0")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tx = np.where(Dx > 0, Dx / sz, 0.0)
+        ty = np.where(Dy > 0, Dy / se, 0.0)
+    return tx + ty
+
+
+def contraction_factors(graph, alpha: float, beta: float, i0: int,
+                        form: str = "compact") -> tuple[float, float]:
+    """``(a, b)`` for protected agent i0: Appendix F's row-sum factors for ``"per-agent"``, 1 and
+    1 for ``"compact"`` (see the module docstring)."""
+    require(form in FORMS, "form", form, f"one of {FORMS}")
+    if form == "compact":
+        return 1.0, 1.0
+    return (abs(1.0 - alpha * float(graph.row_sums("R")[i0])),
+            abs(1.0 - beta * float(graph.row_sums("C")[i0])))
+
+
+def l1_constant(C: float, d: int, norm: str = "l2") -> float:
+    """The l1 sensitivity constant Appendix F needs: ``sqrt(d) C`` when C bounds the l2 norm
+    (Definition 3), C itself when C is an l1 bound."""
+    require(norm in NORMS, "norm", norm, f"one of {NORMS} (the norm in which C bounds ||g - g'||)")
+    require(isinstance(d, int | np.integer) and d >= 1, "d", d, "an integer dimension d >= 1")
+    return math.sqrt(d) * C if norm == "l2" else C
+
+
+def cumulative_epsilon(graph, alpha: float, beta: float, gamma: float, m: int, C: float, d: int,
+                       sigma_zeta: Callable[[int], np.ndarray],
+                       sigma_eta: Callable[[int], np.ndarray], K: int, form: str = "compact",
+                       norm: str = "l2") -> np.ndarray:
+    """``(K+1, n)`` array: ``eps_k(i0)``, Lemma 5's sum up to iteration k, for every agent i0.
+
+    ``sigma_zeta(k)``, ``sigma_eta(k)`` return the per-agent noise scales (length n) at k."""
+    n = graph.n
+    C1 = l1_constant(C, d, norm)
+    sz = np.stack([np.broadcast_to(np.asarray(sigma_zeta(k), dtype=np.float64), (n,))
+                   for k in range(K + 1)])
+    se = np.stack([np.broadcast_to(np.asarray(sigma_eta(k), dtype=np.float64), (n,))
+                   for k in range(K + 1)])
+    out = np.zeros((K + 1, n))
+    for i0 in range(n):
+        a, b = contraction_factors(graph, alpha, beta, i0, form)
+        Dx, Dy = sensitivities(a, b, gamma, C1, m, K)
+        out[:, i0] = np.cumsum(epsilon_terms(Dx, Dy, sz[:, i0], se[:, i0]))
+    return out
+
+
+def guarantee(graph, alpha: float, beta: float, gamma: float, m: int, C: float | None, d: int,
+              sigma_zeta, sigma_eta, K: int, form: str = "compact",
+              norm: str = "l2") -> PrivacyGuarantee:
+    """Lemma 5's epsilon for observations k = 0..K, per protected agent and its maximum."""
+    if C is None:
+        raise ParameterError("C", None, "Lemma 4 of Chen, Wang & Zhang needs C >= ||g_i0(x, xi) "
+                             "- g_i0(x, xi')|| (Definition 3); pass privacy={'C': ...}")
+    per = cumulative_epsilon(graph, alpha, beta, gamma, m, C, d, sigma_zeta, sigma_eta, K,
+                             form, norm)[-1]
+    assumptions = [f"Definition 3 adjacency with C = {C:g} bounding the {norm} norm of one "
+                   "sampled gradient's change" + (f" (l1 constant sqrt(d) C, d = {d})"
+                                                  if norm == "l2" else ""),
+                   "Assumption 1 (checked by the algorithm)",
+                   f"observations x_k + zeta_k and y_k + eta_k for k = 0..{K}"]
+    notes = [f"form={form!r}: " + ("Appendix F's contraction factors of the per-agent rules "
+                                   "(4)/(6)" if form == "per-agent" else
+                                   "compact forms (7)/(8): own perturbed state mixed, factors "
+                                   "a = b = 1 [derived]"),
+             "smaller noise gives larger epsilon (Lemma 5); the paper's Remark 13 says otherwise"]
+    return PrivacyGuarantee.from_per_agent(per, delta=0.0, horizon=K + 1, theorem=THEOREM,
+                                           assumptions=tuple(assumptions), notes=tuple(notes))
+
+
+# ---- Theorems 3 and 4: finiteness conditions ---------------------------------------------------
+
+@dataclass(frozen=True)
+class Condition:
+    name: str
+    value: float
+    holds: bool
+    source: str
+
+    def __str__(self) -> str:
+        verdict = "holds" if self.holds else "FAILS"
+        return f"{self.name} = {self.value:.6g}: {verdict} ({self.source})"
+
+
+def theorem3_conditions(graph, a1: float, a2: float, K: int, p_alpha: float, p_beta: float,
+                        p_gamma: float, p_m: float, p_zeta: float, p_eta: float,
+                        i0: int | None = None) -> list[Condition]:
+    """Theorem 3 (S1): finite epsilon as K -> infinity. The printed weight conditions
+    ``0 < a1 sum_j R_i0j < 1`` and ``0 < a2 sum_j C_i0j < 1`` are reported next to the ones the
+    proof uses, ``0 < alpha sum_j R_i0j < 1`` and ``0 < beta sum_j C_i0j < 1``. ``i0=None``: the
+    worst agent."""
+    agents = range(graph.n) if i0 is None else [i0]
+    sR, sC = graph.row_sums("R"), graph.row_sums("C")
+    alpha, beta = a1 / K ** p_alpha, a2 / K ** p_beta
+    out = []
+    for label, coef, s, src in (("a1*sum_j R_i0j", a1, sR, "Theorem 3 as printed"),
+                                ("a2*sum_j C_i0j", a2, sC, "Theorem 3 as printed"),
+                                ("alpha*sum_j R_i0j", alpha, sR, "what Theorem 3's proof uses"),
+                                ("beta*sum_j C_i0j", beta, sC, "what Theorem 3's proof uses")):
+        vals = [coef * s[i] for i in agents]
+        worst = max(vals) if max(vals) >= 1 else min(vals)
+        out.append(Condition(label, worst, all(0 < v < 1 for v in vals), src))
+    e1 = p_m - p_beta - max(0.0, 1.0 - p_eta)
+    e2 = p_m + min(0.0, p_gamma - p_alpha - p_beta) - max(0.0, 1.0 - p_zeta)
+    out.append(Condition("p_m - p_beta - max(0, 1 - p_eta)", e1, e1 > 0, "Theorem 3"))
+    out.append(Condition("p_m + min(0, p_gamma - p_alpha - p_beta) - max(0, 1 - p_zeta)", e2,
+                         e2 > 0, "Theorem 3"))
+    return out
+
+
+def theorem4_conditions(graph, alpha: float, beta: float, p_m: float, p_zeta: float,
+                        p_eta: float, i0: int | None = None) -> list[Condition]:
+    """Theorem 4 (S2): ``0 < alpha sum_j R_i0j < 1``, ``0 < beta sum_j C_i0j < 1``,
+    ``0 < p_zeta, p_eta < 1`` and ``1/p_m < min(p_zeta, p_eta)``."""
+    agents = range(graph.n) if i0 is None else [i0]
+    sR, sC = graph.row_sums("R"), graph.row_sums("C")
+    out = []
+    for label, coef, s in (("alpha*sum_j R_i0j", alpha, sR), ("beta*sum_j C_i0j", beta, sC)):
+        vals = [coef * s[i] for i in agents]
+        worst = max(vals) if max(vals) >= 1 else min(vals)
+        out.append(Condition(label, worst, all(0 < v < 1 for v in vals), "Theorem 4"))
+    out.append(Condition("min(p_zeta, p_eta)", min(p_zeta, p_eta),
+                         0 < min(p_zeta, p_eta) and max(p_zeta, p_eta) < 1, "Theorem 4"))
+    gap = min(p_zeta, p_eta) - 1.0 / p_m
+    out.append(Condition("min(p_zeta, p_eta) - 1/p_m", gap, gap > 0, "Theorem 4"))
+    return out
