@@ -1,0 +1,105 @@
+"""PGTC: differentially private gradient tracking with compressed communication (Xie et al.,
+paper 000, Algorithm 1, eqs. (8)-(17)).
+
+Per agent i at iteration k, with ``xi_{x_i,k} ~ Lap_d(s_{x_i} q_i^k)``, ``xi_{y_i,k} ~
+Lap_d(s_{y_i} q_i^k)`` and a compressor C:
+
+    x^a_{i,k} = x_{i,k} + xi_{x_i,k},    y^a_{i,k} = y_{i,k} + xi_{y_i,k}                  (8)-(9)
+    broadcast C(x^a_{i,k} - x^c_{i,k}) and C(y^a_{i,k} - y^c_{i,k})          (the only messages)
+    x_hat_{j,k} = x^c_{j,k} + C(x^a_{j,k} - x^c_{j,k})   (y_hat likewise)                  (14)-(15)
+    x_{i,k+1} = x^a_{i,k} + gamma sum_j w_ij (x_hat_{j,k} - x_hat_{i,k}) - eta y_{i,k}        (12)
+    y_{i,k+1} = y^a_{i,k} + gamma sum_j w_ij (y_hat_{j,k} - y_hat_{i,k})
+                + grad f_i(x_{i,k+1}) - grad f_i(x_{i,k})                                    (13)
+    x^c_{j,k+1} = (1 - alpha_x) x^c_{j,k} + alpha_x x_hat_{j,k}  (y^c: alpha_y)      (16)-(17)
+
+with ``x^c_{i,0} = y^c_{i,0} = 0`` and ``y_{i,0} = grad f_i(x_{i,0})``. The noise enters the
+state and is carried forward; the gradient step uses the clean ``y``. Every holder of agent j's
+copy ``x^c_j`` computes the same values, so the copies are one halo tensor. Requirements: W
+doubly stochastic, graph connected, ``rho = 1 - rho(W - 11^T/n) > 0`` (the update does not read
+``w_ii``); ``alpha_x, alpha_y in (0, 1/r)`` for the compressor's ``(r, phi)`` (Assumption 5)
+unless ``check_theory=False`` (Table I's norm-sign row has ``alpha = 0.5 > 1/r = 0.2``).
+
+Identity (51): ``sum_i y_{i,k} = sum_i grad f_i(x_{i,k}) + sum_{t<k} sum_i xi_{y_i,t}`` for any C.
+With ``gamma = 1`` and C = identity this is DiaDSP (eqs. (10)-(11)) for any self-weights.
+
+Noise: ``noise_x``/``noise_y`` are noise objects or Laplace scales ``s`` (numbers, or one per
+agent) with the common decay ``q``. Privacy: Theorem 3 (finite K, gradient bound M; "printed"
+sqrt(eta) or "derived" eta) and Proposition 1 (``iterations=None``, adjacency radius delta).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import compression
+from ..errors import positive
+from ..noise import Noise, PerAgent
+from ..privacy import xie
+from ..privacy.guarantee import PrivacyGuarantee
+from . import _xie
+from .base import Algorithm, Context, State, register
+
+
+@register
+class PGTC(Algorithm):
+    name = "pgtc"
+    paper = "Xie, Yi, Wang, Cao, Ren: Algorithm 1, eqs. (8)-(17) (paper 000)"
+    private = True
+
+    def __init__(self, eta: float, gamma: float, alpha_x: float, alpha_y: float,
+                 compressor: compression.Compressor | dict | str | None = None,
+                 noise_x: Noise | PerAgent | None = None, noise_y: Noise | PerAgent | None = None,
+                 q: PerAgent | None = None, check_theory: bool = True) -> None:
+        self.eta, self.gamma = positive("eta", eta), positive("gamma", gamma)
+        self.alpha_x, self.alpha_y = positive("alpha_x", alpha_x), positive("alpha_y", alpha_y)
+        self.compressor = compression.from_spec(compressor)
+        self.q = _xie.decay(q)
+        self.noise_x = _xie.laplace_noise("noise_x", noise_x, q)
+        self.noise_y = _xie.laplace_noise("noise_y", noise_y, q)
+        self.check_theory = bool(check_theory)
+
+    def check_graph(self, graph) -> None:
+        graph.require_mixing(self.name)
+
+    def check_problem(self, problem) -> None:
+        self.compressor.check_dim(problem.dim)
+        if self.check_theory:
+            _xie.check_alpha("alpha_x", self.alpha_x, self.compressor, problem.dim)
+            _xie.check_alpha("alpha_y", self.alpha_y, self.compressor, problem.dim)
+
+    def init(self, ctx: Context, x0) -> State:
+        g = ctx.grad(x0)
+        return {"x": x0, "y": g, "g": g, "xc": ctx.net.halo_zeros(ctx.dim),
+                "yc": ctx.net.halo_zeros(ctx.dim)}
+
+    def step(self, ctx: Context, state: State, k: int) -> State:
+        net, C = ctx.net, self.compressor
+        xc, yc = state["xc"], state["yc"]
+        xa = state["x"] + ctx.noise(self.noise_x, "noise_x", k)                         # (8)
+        ya = state["y"] + ctx.noise(self.noise_y, "noise_y", k)                         # (9)
+        x_hat = xc + net.exchange(xa - net.own(xc), "x", C)                             # (14)
+        y_hat = yc + net.exchange(ya - net.own(yc), "y", C)                             # (15)
+        # gamma sum_j w_ij (h_j - h_i) = -gamma [L h]_i
+        x_next = xa - self.gamma * net.laplacian(x_hat) - self.eta * state["y"]         # (12)
+        g_next = ctx.grad(x_next)
+        y_next = ya - self.gamma * net.laplacian(y_hat) + g_next - state["g"]           # (13)
+        return {"x": x_next, "y": y_next, "g": g_next,
+                "xc": (1 - self.alpha_x) * xc + self.alpha_x * x_hat,                   # (16)
+                "yc": (1 - self.alpha_y) * yc + self.alpha_y * y_hat}                   # (17)
+
+    # -- privacy ----------------------------------------------------------------------------
+    def privacy(self, problem, graph, iterations: int | None = None,
+                gradient_bound: float | None = None, adjacency: float | None = None,
+                variant: str = "printed", **_: Any) -> PrivacyGuarantee:
+        """Theorem 3 for ``iterations=K`` (M = ``gradient_bound`` or the problem's own bound),
+        Proposition 1 for ``iterations=None`` (``adjacency`` = delta required)."""
+        return xie.xie_guarantee(self.name, "pgtc", problem, graph, iterations, self.eta,
+                                 self.noise_x, self.noise_y, gradient_bound=gradient_bound,
+                                 adjacency=adjacency, variant=variant)
+
+    def calibrate(self, epsilon: float, problem, graph, iterations: int | None = None,
+                  **constants: Any) -> PGTC:
+        """A copy with ``noise_x`` and ``noise_y`` scaled by the smallest common factor whose
+        guarantee is at most ``epsilon`` (same constants as :meth:`privacy`)."""
+        return xie.calibrate_noise(self, ("noise_x", "noise_y"), epsilon, problem, graph,
+                                   iterations=iterations, **constants)
