@@ -57,6 +57,15 @@ class Problem(ABC):
     def _agents(self, agents: np.ndarray | None) -> np.ndarray:
         return np.arange(self.n_agents) if agents is None else np.asarray(agents, dtype=np.int64)
 
+    def _rows(self, T: torch.Tensor, agents: np.ndarray | None) -> torch.Tensor:
+        """The rows of per-agent data ``T`` that belong to ``agents``. All agents in order (every
+        gradient call of the simulated network) returns T itself: indexing would copy the whole
+        dataset on each call."""
+        a = self._agents(agents)
+        if len(a) == self.n_agents and np.array_equal(a, np.arange(self.n_agents)):
+            return T
+        return T[torch.from_numpy(a)]
+
     def _scale(self) -> float:
         return 1.0 / self.n_agents if self.convention == "average" else 1.0
 

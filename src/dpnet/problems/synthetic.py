@@ -57,8 +57,7 @@ class NonconvexLogistic(Problem):
         return cls(V, u, lam=lam, alpha=alpha, convention=convention)
 
     def _sel(self, agents):
-        a = self._agents(agents)
-        return a, self.UV[a]
+        return self._agents(agents), self._rows(self.UV, agents)
 
     def grad(self, X, agents=None):
         a, UV = self._sel(agents)
@@ -179,12 +178,12 @@ class Quadratic(Problem):
         return cls(A, rng.standard_normal((n, d)))
 
     def grad(self, X, agents=None):
-        a = self._agents(agents)
-        return torch.einsum("nij,nj->ni", self.A[a], X) - self.b[a]
+        A, b = self._rows(self.A, agents), self._rows(self.b, agents)
+        return torch.einsum("nij,nj->ni", A, X) - b
 
     def local_loss(self, X, agents=None):
-        a = self._agents(agents)
-        return 0.5 * torch.einsum("ni,nij,nj->n", X, self.A[a], X) - (self.b[a] * X).sum(1)
+        A, b = self._rows(self.A, agents), self._rows(self.b, agents)
+        return 0.5 * torch.einsum("ni,nij,nj->n", X, A, X) - (b * X).sum(1)
 
     @property
     def smoothness(self) -> float:
