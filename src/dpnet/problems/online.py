@@ -1,0 +1,408 @@
+"""Online (streaming) problems: every agent acquires a new batch of samples at every iteration.
+
+Paper 002 (Chen & Wang) poses decentralized learning on serially acquired data. At iteration t
+agent i acquires a batch ``xi_t^i`` of ``batch`` samples from its own stream, and the *online
+empirical objective* is (eq. (4))
+
+    f_t^i(theta) = (1/(t+1)) sum_{k=0}^t l(theta, xi_k^i),
+
+the average loss over everything the agent has seen. :class:`OnlineProblem` keeps what each agent
+has acquired and returns ``grad f_t^i`` at the current iterates through the protocol's
+``stochastic_grad(X, rng, k, batch_size, agents, purpose)`` (``k`` is the iteration t), so any
+algorithm that asks ``ctx.grad(x, batch_size, k)`` (DSGD, DPDO, ...) uses the all-data gradient on
+an online problem without knowing it; :func:`all_data_grad` is the same for algorithms that also
+run on static problems. ``grad(X)`` / ``local_loss`` / ``loss`` are the *population* objectives
+``f_i = E l(., xi^i)``: the average over agent i's pool (the data its stream draws from), which is
+what the paper's tracking error and objective curves measure against.
+
+**Streams.** Agent i's pool is a set of dataset rows (``pools``: the whole dataset for every agent,
+as in the paper's "20 random samples split over 10 agents" per iteration, or a partition). Its
+batch at iteration t is ``batch`` i.i.d. uniform draws (with replacement, Assumption 2) from its
+pool, drawn from the run's counter-based streams under ``purpose`` at iteration t: a pure function
+of (seed, purpose, t, agent), so every algorithm of a comparison sees the same data.
+
+**Modes and costs** (n agents, d parameters, B samples per batch, P the pool size):
+
+* ``"exact"`` (default): the gradient at the current iterate over *all* acquired samples, exactly.
+  The multiset of acquired samples is kept as per-agent multiplicities over the pool, so the
+  memory is O(nP) and a step evaluates the per-sample gradient once per *distinct* acquired
+  sample: O(min((t+1)B, P) d) per agent, or for linear models on a shared pool one dense pass
+  O(P d) per agent when that is cheaper. This is exact, not approximate; its cost grows with t
+  until every pool row has been seen and is O(1) in t after that. Losses with finite sufficient
+  statistics (least squares, :class:`LeastSquaresSamples`) keep running sums instead: O(B d^2)
+  per step to update and O(d^2) to evaluate, exactly, for any t.
+* ``"window"`` (**approximate**): the gradient at the current iterate over the last ``window``
+  batches only, O(window B) per-sample gradients per agent.
+* ``"cached"`` (**approximate**): ``(1/(t+1)) sum_k grad l(theta_k^i, xi_k^i)``, each batch's
+  gradient evaluated once, at the iterate of the iteration that acquired it (stale gradients,
+  SAG-style): O(B) per-sample gradients per step. Because the stored gradients depend on the
+  run's iterates, an instance serves one run at a time; iteration 0 starts a new run.
+
+The sample models (``model``) evaluate weighted sums of per-sample gradients: row i of
+``grad(X, idx, w)`` is ``sum_s w[i, s] grad l(X_i, row idx[i, s])``. :class:`LogisticSamples` and
+:class:`LeastSquaresSamples` are the linear ones; a neural-network model plugs in the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from ..errors import ParameterError, positive_int, require
+from ..rng import Streams
+from .base import Problem, minimize_global
+
+MODES = ("exact", "window", "cached")
+
+
+class SampleModel(Protocol):
+    """Per-sample losses over a dataset of ``n_data`` rows, parameters of dimension ``dim``."""
+
+    dim: int
+    n_data: int
+
+    def grad(self, X: torch.Tensor, idx: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """``(n, d)``: row i is ``sum_s w[i, s] grad l(X[i], data[idx[i, s]])``."""
+
+    def loss(self, X: torch.Tensor, idx: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """``(n,)``: ``sum_s w[i, s] l(X[i], data[idx[i, s]])``."""
+
+
+# ---- linear sample models ------------------------------------------------------------------------
+
+class LogisticSamples:
+    """``l(theta, (a, b)) = log(1 + exp(-b a^T theta)) + (reg/2) ||theta||^2``, b in {-1, +1}.
+
+    With b in {0, 1} this is paper 002's ``(1 - b) a^T theta - log s(a^T theta)`` (the two forms
+    are equal under b -> 2b - 1). ``features``: ``(N, d)``; ``labels``: ``(N,)`` in {-1, +1} or
+    {0, 1}. ``reg`` is the regulariser of *one batch loss* ``l(theta, xi)`` (paper 002: r^i)."""
+
+    name = "logistic"
+
+    def __init__(self, features, labels, reg: float = 0.0) -> None:
+        A = torch.as_tensor(np.asarray(features, dtype=np.float64))
+        y = np.asarray(labels, dtype=np.float64).reshape(-1)
+        require(A.ndim == 2, "features", tuple(A.shape), "shape (N, d)")
+        require(y.shape[0] == A.shape[0], "labels", y.shape, f"shape (N,) = ({A.shape[0]},)")
+        vals = set(np.unique(y).tolist())
+        require(vals <= {-1.0, 1.0} or vals <= {0.0, 1.0}, "labels", sorted(vals),
+                "labels in {-1, +1} or in {0, 1}")
+        if vals <= {0.0, 1.0}:
+            y = 2.0 * y - 1.0
+        require(reg >= 0, "reg", reg, "reg >= 0")
+        self.A = A
+        self.y = torch.from_numpy(y)
+        self.reg = float(reg)
+        self.n_data, self.dim = A.shape
+
+    def _z(self, X, idx):
+        return torch.einsum("nsd,nd->ns", self.A[idx], X) * self.y[idx]
+
+    def grad(self, X, idx, w):
+        Ai, yi = self.A[idx], self.y[idx]
+        z = torch.einsum("nsd,nd->ns", Ai, X) * yi
+        coef = -w * yi * torch.sigmoid(-z)
+        return torch.einsum("ns,nsd->nd", coef, Ai) + self.reg * X * w.sum(1, keepdim=True)
+
+    def loss(self, X, idx, w):
+        z = self._z(X, idx)
+        return (w * torch.nn.functional.softplus(-z)).sum(1) \
+            + 0.5 * self.reg * (X * X).sum(1) * w.sum(1)
+
+    def grad_dense(self, X: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+        """Row i: ``sum_r W[i, r] grad l(X[i], row r)`` over all N rows (one matmul pass)."""
+        z = (X @ self.A.T) * self.y
+        coef = -W * self.y * torch.sigmoid(-z)
+        return coef @ self.A + self.reg * X * W.sum(1, keepdim=True)
+
+    def loss_dense(self, X: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+        z = (X @ self.A.T) * self.y
+        return (W * torch.nn.functional.softplus(-z)).sum(1) \
+            + 0.5 * self.reg * (X * X).sum(1) * W.sum(1)
+
+    def data_gradient_bound(self, ord: float = 1) -> float:
+        """``max_s ||a_s||_ord``: bound on the data term of ``||grad l||_ord`` (|b s(-z)| < 1).
+        The regulariser adds ``reg ||theta||_ord``, unbounded without a bounded domain."""
+        return float(torch.linalg.vector_norm(self.A, ord=ord, dim=1).max())
+
+    def smoothness(self) -> float:
+        """``lambda_max(A^T A / N) / 4 + reg``: a Lipschitz constant of the population gradient."""
+        G = self.A.T @ self.A / self.n_data
+        return float(torch.linalg.eigvalsh(G).max()) / 4 + self.reg
+
+
+class LeastSquaresSamples:
+    """``l(theta, (a, b)) = (1/2)(a^T theta - b)^2 + (reg/2) ||theta||^2``, with exact O(1)-in-t
+    online gradients from the running sufficient statistics ``sum a a^T`` and ``sum a b``."""
+
+    name = "least_squares"
+    sufficient_statistics = True
+
+    def __init__(self, features, targets, reg: float = 0.0) -> None:
+        A = torch.as_tensor(np.asarray(features, dtype=np.float64))
+        b = torch.as_tensor(np.asarray(targets, dtype=np.float64)).reshape(-1)
+        require(A.ndim == 2, "features", tuple(A.shape), "shape (N, d)")
+        require(b.shape[0] == A.shape[0], "targets", tuple(b.shape), f"shape ({A.shape[0]},)")
+        require(reg >= 0, "reg", reg, "reg >= 0")
+        self.A, self.b, self.reg = A, b, float(reg)
+        self.n_data, self.dim = A.shape
+
+    def grad(self, X, idx, w):
+        Ai = self.A[idx]
+        r = torch.einsum("nsd,nd->ns", Ai, X) - self.b[idx]
+        return torch.einsum("ns,nsd->nd", w * r, Ai) + self.reg * X * w.sum(1, keepdim=True)
+
+    def loss(self, X, idx, w):
+        r = torch.einsum("nsd,nd->ns", self.A[idx], X) - self.b[idx]
+        return 0.5 * (w * r * r).sum(1) + 0.5 * self.reg * (X * X).sum(1) * w.sum(1)
+
+    def statistics(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(sum_s a a^T, sum_s a b)`` over the rows ``idx`` (n, B) of each agent."""
+        Ai = self.A[idx]
+        return torch.einsum("nsd,nse->nde", Ai, Ai), torch.einsum("nsd,ns->nd", Ai, self.b[idx])
+
+    def grad_from_statistics(self, X, S_aa, S_ab, count: int) -> torch.Tensor:
+        return (torch.einsum("nde,ne->nd", S_aa, X) - S_ab) / count + self.reg * X
+
+    def smoothness(self) -> float:
+        return float(torch.linalg.eigvalsh(self.A.T @ self.A / self.n_data).max()) + self.reg
+
+
+# ---- the online problem --------------------------------------------------------------------------
+
+@dataclass
+class _Memory:
+    """What the local agents have acquired up to iteration ``t`` (one run's stream)."""
+
+    t: int = -1
+    counts: torch.Tensor | None = None           # (n, P) multiplicities over pool positions
+    order: torch.Tensor | None = None            # (n, P) distinct positions, first-seen order
+    n_seen: torch.Tensor | None = None           # (n,) number of distinct positions acquired
+    batches: list[torch.Tensor] = field(default_factory=list)   # window: last batches (n, B)
+    S_aa: torch.Tensor | None = None
+    S_ab: torch.Tensor | None = None
+    cache_sum: torch.Tensor | None = None         # cached: sum of batch gradients G_k, k < grad_t
+    last_grad: torch.Tensor | None = None         # cached: G_{grad_t}, the latest batch gradient
+    grad_t: int = -1
+
+
+class OnlineProblem(Problem):
+    """Streaming version of a sample model over n agents (see the module docstring).
+
+    ``pools``: ``None`` (every agent draws from the whole dataset), an ``(n, P)`` integer array of
+    dataset rows per agent (e.g. a partition), or a list of n equal-length row arrays. ``batch``:
+    samples acquired per agent per iteration. ``mode``: ``"exact"``, ``"window"`` (needs
+    ``window`` batches) or ``"cached"``."""
+
+    name = "online"
+
+    def __init__(self, model: SampleModel, n_agents: int, batch: int = 1, pools=None,
+                 mode: str = "exact", window: int | None = None, name: str | None = None) -> None:
+        self.model = model
+        self.n_agents = positive_int("n_agents", n_agents)
+        self.batch = positive_int("batch", batch)
+        require(mode in MODES, "mode", mode, f"one of {MODES}")
+        self.mode = mode
+        if mode == "window":
+            require(window is not None, "window", window,
+                    "a number of batches >= 1 for mode='window'")
+            self.window = positive_int("window", window)
+        else:
+            require(window is None, "window", window, "only with mode='window'")
+            self.window = None
+        self.dim = int(model.dim)
+        if pools is None:
+            self.shared = True
+            self.pools = torch.arange(model.n_data).reshape(1, -1).expand(self.n_agents, -1)
+        else:
+            P = torch.as_tensor(np.asarray(pools), dtype=torch.int64)
+            require(P.ndim == 2 and P.shape[0] == self.n_agents and P.shape[1] >= 1, "pools",
+                    tuple(P.shape), f"shape (n_agents={self.n_agents}, P) with P >= 1")
+            require(bool(((P >= 0) & (P < model.n_data)).all()), "pools", "row indices",
+                    f"every index in [0, {model.n_data})")
+            self.shared = bool((P == P[:1]).all())
+            self.pools = P
+        self.pool_size = self.pools.shape[1]
+        if name is not None:
+            self.name = name
+        self._mem: dict[tuple, _Memory] = {}
+        self._opt: torch.Tensor | None = None
+
+    # -- the stream ---------------------------------------------------------------------------
+    def sample_positions(self, rng: Streams, t: int, agents: np.ndarray,
+                         purpose: str = "sample") -> torch.Tensor:
+        """``(len(agents), batch)`` pool positions of the batch acquired at iteration t."""
+        u = rng.uniform(purpose, t, agents, self.batch)
+        pos = np.minimum((u * self.pool_size).astype(np.int64), self.pool_size - 1)
+        return torch.from_numpy(pos)
+
+    def sample_rows(self, rng: Streams, t: int, agents: np.ndarray,
+                    purpose: str = "sample") -> torch.Tensor:
+        """Dataset rows of the batch acquired at iteration t, ``(len(agents), batch)``."""
+        pos = self.sample_positions(rng, t, agents, purpose)
+        return torch.gather(self.pools[torch.as_tensor(agents)], 1, pos)
+
+    def _memory(self, rng: Streams, t: int, agents: np.ndarray, purpose: str) -> _Memory:
+        key = (rng.seed, purpose, tuple(int(a) for a in agents))
+        mem = self._mem.get(key)
+        if mem is None or t < mem.t or (self.mode == "cached" and t == 0):
+            if mem is not None and self.mode == "cached" and 0 < t <= mem.t:
+                raise ParameterError("iteration", t, f"cached mode continues its run (last "
+                                     f"iteration {mem.t}) or restarts at 0")
+            mem = _Memory()
+            self._mem = {key: mem}            # one stream at a time: bounded memory
+        n = len(agents)
+        while mem.t < t:
+            s = mem.t + 1
+            if self.mode == "cached":
+                require(s == t, "iteration", t, f"cached mode visits every iteration in order "
+                        f"(next is {s})")
+                mem.t = s
+                continue
+            pos = self.sample_positions(rng, s, agents, purpose)
+            if self.mode == "exact":
+                if getattr(self.model, "sufficient_statistics", False):
+                    rows = torch.gather(self.pools[torch.as_tensor(agents)], 1, pos)
+                    aa, ab = self.model.statistics(rows)
+                    mem.S_aa = aa if mem.S_aa is None else mem.S_aa + aa
+                    mem.S_ab = ab if mem.S_ab is None else mem.S_ab + ab
+                else:
+                    if mem.counts is None:
+                        mem.counts = torch.zeros(n, self.pool_size, dtype=torch.float64)
+                        mem.order = torch.zeros(n, self.pool_size, dtype=torch.int64)
+                        mem.n_seen = torch.zeros(n, dtype=torch.int64)
+                    rows = torch.arange(n)
+                    for b in range(self.batch):   # one column at a time: repeats within a batch
+                        col = pos[:, b]
+                        new = mem.counts[rows, col] == 0
+                        mem.order[rows[new], mem.n_seen[new]] = col[new]
+                        mem.n_seen += new.to(torch.int64)
+                        mem.counts[rows, col] += 1.0
+            elif self.mode == "window":
+                mem.batches.append(pos)
+                if len(mem.batches) > self.window:
+                    mem.batches.pop(0)
+            mem.t = s
+        return mem
+
+    # -- the online gradient ------------------------------------------------------------------
+    def stochastic_grad(self, X, rng: Streams, k, batch_size=None, agents=None, purpose="sample"):
+        """``grad f_k^i(X_i)``: the gradient at X over the data acquired at iterations 0..k (mode
+        ``"exact"``), or its windowed / cached approximation. ``batch_size``, when given, must
+        equal the stream's ``batch`` (the stream fixes it)."""
+        require(batch_size is None or int(batch_size) == self.batch, "batch_size", batch_size,
+                f"None or the stream's batch = {self.batch} (an online problem fixes the batch)")
+        a = self._agents(agents)
+        t = int(k)
+        require(t >= 0, "iteration", t, ">= 0")
+        mem = self._memory(rng, t, a, purpose)
+        pools = self.pools[torch.as_tensor(a)]
+        if self.mode == "exact":
+            if mem.S_aa is not None:
+                return self.model.grad_from_statistics(X, mem.S_aa, mem.S_ab, (t + 1) * self.batch)
+            return self._exact_grad(X, pools, mem, 1.0 / ((t + 1) * self.batch))
+        if self.mode == "window":
+            pos = torch.cat(mem.batches, dim=1)
+            rows = torch.gather(pools, 1, pos)
+            return self.model.grad(X, rows, torch.full(rows.shape, 1.0 / rows.shape[1],
+                                                       dtype=torch.float64))
+        # cached: this iteration's batch at the current iterate, earlier ones as stored
+        rows = torch.gather(pools, 1, self.sample_positions(rng, t, a, purpose))
+        g = self.model.grad(X, rows, torch.full(rows.shape, 1.0 / self.batch, dtype=torch.float64))
+        if mem.last_grad is not None and mem.grad_t == t - 1:
+            prev = mem.last_grad
+            mem.cache_sum = prev if mem.cache_sum is None else mem.cache_sum + prev
+        mem.last_grad, mem.grad_t = g, t      # a repeated call at t replaces G_t
+        total = g if mem.cache_sum is None else mem.cache_sum + g
+        return total / (t + 1)
+
+    def _exact_grad(self, X: torch.Tensor, pools: torch.Tensor, mem: _Memory,
+                    scale: float) -> torch.Tensor:
+        """Exact gradient over the acquired multiset: each distinct acquired sample evaluated once
+        with weight ``multiplicity * scale``, or one dense pass for a linear model on a shared
+        pool once that is cheaper."""
+        U = int(mem.n_seen.max())
+        if self.shared and hasattr(self.model, "grad_dense") and 4 * U >= self.pool_size:
+            dense = torch.zeros(X.shape[0], self.model.n_data, dtype=torch.float64)
+            dense[:, self.pools[0]] = mem.counts * scale
+            return self.model.grad_dense(X, dense)
+        order = mem.order[:, :U]
+        valid = torch.arange(U)[None, :] < mem.n_seen[:, None]
+        w = torch.where(valid, torch.gather(mem.counts, 1, order) * scale, 0.0)
+        return self.model.grad(X, torch.gather(pools, 1, order), w)
+
+    def acquired_counts(self, rng: Streams, t: int, agents=None,
+                        purpose: str = "sample") -> np.ndarray:
+        """``(n, P)`` multiplicities of the pool positions acquired at iterations 0..t."""
+        a = self._agents(agents)
+        C = np.zeros((len(a), self.pool_size))
+        for s in range(t + 1):
+            pos = self.sample_positions(rng, s, a, purpose).numpy()
+            for r in range(self.batch):
+                np.add.at(C, (np.arange(len(a)), pos[:, r]), 1.0)
+        return C
+
+    # -- population objectives (the paper's f_i = E l(., xi^i)) -------------------------------
+    def _uniform(self, a: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        rows = self.pools[torch.as_tensor(a)]
+        return rows, torch.full(rows.shape, 1.0 / self.pool_size, dtype=torch.float64)
+
+    def grad(self, X, agents=None):
+        a = self._agents(agents)
+        if self.shared and hasattr(self.model, "grad_dense"):
+            W = torch.zeros(len(a), self.model.n_data, dtype=torch.float64)
+            W[:, self.pools[0]] = 1.0 / self.pool_size
+            return self.model.grad_dense(X, W)
+        rows, w = self._uniform(a)
+        return self.model.grad(X, rows, w)
+
+    def local_loss(self, X, agents=None):
+        a = self._agents(agents)
+        if self.shared and hasattr(self.model, "loss_dense"):
+            W = torch.zeros(len(a), self.model.n_data, dtype=torch.float64)
+            W[:, self.pools[0]] = 1.0 / self.pool_size
+            return self.model.loss_dense(X, W)
+        rows, w = self._uniform(a)
+        return self.model.loss(X, rows, w)
+
+    def loss(self, x):
+        if self.shared:   # every f_i is the same: evaluate once
+            X = torch.as_tensor(x, dtype=torch.float64).reshape(1, -1)
+            return float(self.local_loss(X, np.zeros(1, dtype=np.int64))[0])
+        return super().loss(x)
+
+    def global_grad(self, x):
+        if self.shared:
+            X = torch.as_tensor(x, dtype=torch.float64).reshape(1, -1)
+            return self.grad(X, np.zeros(1, dtype=np.int64))[0]
+        return super().global_grad(x)
+
+    @property
+    def smoothness(self) -> float:
+        fn = getattr(self.model, "smoothness", None)
+        return float(fn()) if callable(fn) else float("inf")
+
+    def optimum(self):
+        """Minimiser of the population objective F by a noise-free centralised solver (L-BFGS)."""
+        if self._opt is None:
+            self._opt = minimize_global(self)
+        return self._opt
+
+    def describe(self) -> dict[str, Any]:
+        model = getattr(self.model, "name", type(self.model).__name__)
+        return {**super().describe(), "model": model,
+                "batch": self.batch, "pool": "shared" if self.shared else "per agent",
+                "pool_size": self.pool_size, "mode": self.mode, "window": self.window}
+
+
+def all_data_grad(ctx, X: torch.Tensor, k: int) -> torch.Tensor:
+    """The gradient "over all data acquired so far" at iteration k: the online gradient on an
+    :class:`OnlineProblem`, the full local gradient on a static problem (where all data is
+    available from the start)."""
+    p = ctx.problem
+    if isinstance(p, OnlineProblem):
+        return p.stochastic_grad(X, ctx.rng, k, None, ctx.agents)
+    return ctx.grad(X)
