@@ -53,7 +53,7 @@ def agent_noise(rng: Streams, purpose: str, k: int, i: int, d: int, scale: float
 def in_neighbours(W: np.ndarray) -> list[list[int]]:
     """For every agent i, the j with ``W[i, j] != 0`` (i itself included when it self-weights)."""
     W = np.asarray(W, dtype=np.float64)
-    return [[j for j in range(W.shape[1]) if W[i, j] != 0.0] for i in range(W.shape[0])]
+    return [np.flatnonzero(W[i]).tolist() for i in range(W.shape[0])]
 
 
 def _weighted_sum(W: np.ndarray, nbrs: list[int], i: int, values: list[np.ndarray]) -> np.ndarray:
