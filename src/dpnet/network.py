@@ -21,6 +21,7 @@ halo order is the identity; :mod:`dpnet.distributed` implements the same contrac
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -136,7 +137,9 @@ def _sparse_or_dense(M: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     T = torch.from_numpy(np.ascontiguousarray(M)).to(dtype)
     if M.shape[0] <= _DENSE_LIMIT:
         return T
-    return T.to_sparse_csr()
+    with warnings.catch_warnings():  # torch flags CSR as beta; CSR @ dense is all we use of it
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        return T.to_sparse_csr()
 
 
 class Network:
