@@ -567,3 +567,144 @@ def primal_dual(W: np.ndarray, grads: Sequence[Grad], x0: np.ndarray, eta: float
         xs.append(np.stack(x))
         vs.append(np.stack(v))
     return {"x": np.stack(xs), "v": np.stack(vs)}
+
+
+# ---- paper 002 (Chen & Wang): online data, Algorithm 1 and its baselines -------------------------
+
+def online_rows(seed: int, purpose: str, t: int, agent: int, pool: np.ndarray,
+                batch: int) -> np.ndarray:
+    """Dataset rows agent ``agent`` acquires at iteration t: ``batch`` i.i.d. uniform positions
+    in its pool, ``min(floor(u P), P - 1)`` with ``u`` from its own stream (as
+    :class:`~dpnet.problems.online.OnlineProblem`)."""
+    u = Streams(seed).uniform(purpose, t, [agent], batch)[0]
+    P = len(pool)
+    return np.array([pool[min(int(x * P), P - 1)] for x in u])
+
+
+def online_gradient(sample_grad: Callable[[np.ndarray, int], np.ndarray], pool: np.ndarray,
+                    batch: int, agent: int, seed: int = 0, purpose: str = "sample",
+                    window: int | None = None) -> Grad:
+    """Agent ``agent``'s online gradient ``grad f_t^i(x) = (1/(t+1)) sum_{k<=t} grad l(x, xi_k)``
+    (paper 002, line 4 of Algorithm 1), literally: it stores every acquired row and averages the
+    per-sample gradients ``sample_grad(x, row)`` over all of them (over the last ``window``
+    batches when given)."""
+    stored: list[np.ndarray] = []
+
+    def grad(x: np.ndarray, t: int) -> np.ndarray:
+        while len(stored) <= t:
+            stored.append(online_rows(seed, purpose, len(stored), agent, pool, batch))
+        batches = stored[: t + 1] if window is None else stored[max(0, t + 1 - window): t + 1]
+        rows = [r for b in batches for r in b]
+        return sum((sample_grad(x, r) for r in rows), np.zeros_like(x)) / len(rows)
+
+    return grad
+
+
+def logistic_sample_grad(A: np.ndarray, b: np.ndarray, reg: float) -> Callable:
+    """``grad l(x, row r)`` of ``log(1 + exp(-b_r a_r^T x)) + reg/2 ||x||^2``, b in {-1, +1}."""
+    A, b = np.asarray(A, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return lambda x, r: -b[r] * _sigmoid(-b[r] * (A[r] @ x)) * A[r] + reg * x
+
+
+def ldp_online(W: np.ndarray, grads: Sequence[Grad], x0: np.ndarray, lambda0: float, v: float,
+               sigma0: float | Sequence[float], varsigma: float | Sequence[float],
+               iterations: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Algorithm 1 of paper 002, per agent i, with W Laplacian-like (``w_ii = -sum_j w_ij``):
+
+    ``y_t^j = theta_t^j + vartheta_t^j``, ``vartheta`` ~ Lap(sigma0_j/(sqrt(2) (t+1)^varsigma_j))
+    coordinates under purpose ``"noise"``;
+    ``theta_{t+1}^i = theta_t^i + sum_{j in N_i} w_ij (y_t^j - theta_t^i) - lambda_t
+    grad f_t^i(theta_t^i)``, ``lambda_t = lambda0/(t+1)^v``; ``grads[i](x, t)`` is agent i's
+    all-data gradient at iteration t. Returns ``x`` (``(K+1, n, d)``) and the sent ``y`` and
+    noise ``noise`` (``(K, n, d)``)."""
+    W = np.asarray(W, dtype=np.float64)
+    n, d = W.shape[0], np.asarray(x0).shape[1]
+    nb = _neighbours_only(W)
+    s0 = np.broadcast_to(np.atleast_1d(np.asarray(sigma0, dtype=np.float64)), (n,))
+    vs = np.broadcast_to(np.atleast_1d(np.asarray(varsigma, dtype=np.float64)), (n,))
+    rng = Streams(seed)
+    x = [np.array(x0[i], dtype=np.float64) for i in range(n)]
+    xs, ys, noises = [np.stack(x)], [], []
+    for t in range(iterations):
+        nu = [s0[i] / (np.sqrt(2.0) * (t + 1.0) ** vs[i]) for i in range(n)]
+        noise = [agent_noise(rng, "noise", t, i, d, nu[i]) for i in range(n)]
+        y = [x[i] + noise[i] for i in range(n)]                                  # line 7
+        lam = lambda0 / (t + 1.0) ** v
+        new = []
+        for i in range(n):
+            acc = np.array(x[i])
+            for j in nb[i]:
+                acc = acc + W[i, j] * (y[j] - x[i])
+            new.append(acc - lam * grads[i](x[i], t))                           # line 6
+        x = new
+        xs.append(np.stack(x))
+        ys.append(np.stack(y))
+        noises.append(np.stack(noise))
+    return {"x": np.stack(xs), "y": np.stack(ys), "noise": np.stack(noises)}
+
+
+def ldol(W: np.ndarray, grads: Sequence[Grad], x0: np.ndarray, lambda0: float, v: float,
+         gamma0: float, u: float, sigma0: float | Sequence[float],
+         varsigma: float | Sequence[float], iterations: int, radius: float | None = None,
+         seed: int = 0) -> np.ndarray:
+    """LDOL, paper 002's (17), per agent: ``theta_{t+1}^i = Pi[theta_t^i + gamma_t sum_{j in
+    N_i} w_ij (theta_t^j + vartheta_t^j - theta_t^i) - lambda_t grad f_t^i(theta_t^i)]`` with
+    ``vartheta`` ~ Lap(sigma0_j (t+1)^varsigma_j / sqrt(2)) coordinates (``"noise"``), Pi the
+    clip to ``[-radius, radius]``. Returns the trajectory ``(K+1, n, d)``."""
+    W = np.asarray(W, dtype=np.float64)
+    n, d = W.shape[0], np.asarray(x0).shape[1]
+    nb = _neighbours_only(W)
+    s0 = np.broadcast_to(np.atleast_1d(np.asarray(sigma0, dtype=np.float64)), (n,))
+    vs = np.broadcast_to(np.atleast_1d(np.asarray(varsigma, dtype=np.float64)), (n,))
+    rng = Streams(seed)
+
+    def proj(z):
+        return z if radius is None else np.clip(z, -radius, radius)
+
+    x = [proj(np.array(x0[i], dtype=np.float64)) for i in range(n)]
+    xs = [np.stack(x)]
+    for t in range(iterations):
+        noise = [agent_noise(rng, "noise", t, i, d, s0[i] * (t + 1.0) ** vs[i] / np.sqrt(2.0))
+                 for i in range(n)]
+        gam, lam = gamma0 / (t + 1.0) ** u, lambda0 / (t + 1.0) ** v
+        new = []
+        for i in range(n):
+            cons = np.zeros(d)
+            for j in nb[i]:
+                cons = cons + W[i, j] * (x[j] + noise[j] - x[i])
+            new.append(proj(x[i] + gam * cons - lam * grads[i](x[i], t)))
+        x = new
+        xs.append(np.stack(x))
+    return np.stack(xs)
+
+
+def dola(A: np.ndarray, grads: Sequence[Grad], x0: np.ndarray, alpha0: float, power: float,
+         noise_scale: float, iterations: int, radius: float | None = None, seed: int = 0,
+         at: str = "mixed") -> np.ndarray:
+    """DOLA (Li et al. 2018, Algorithm 1; ``at="mixed"``) and DMOD with the Euclidean mirror map
+    (``at="own"``), per agent: ``b_t^i = sum_j a_ij (w_t^j + sigma_t^j)`` (own broadcast
+    included), ``w_{t+1}^i = Pi[b_t^i - alpha_{t+1} grad f_t^i(p)]`` with ``p = b_t^i`` (DOLA)
+    or ``w_t^i`` (DMOD), ``alpha_k = alpha0/k^p`` and ``sigma_t`` ~ Lap(noise_scale
+    max(t, 1)^-p) coordinates (``"noise"``). Returns the trajectory ``(K+1, n, d)``."""
+    A = np.asarray(A, dtype=np.float64)
+    n, d = A.shape[0], np.asarray(x0).shape[1]
+    nbrs = in_neighbours(A)
+    rng = Streams(seed)
+
+    def proj(z):
+        return z if radius is None else np.clip(z, -radius, radius)
+
+    w = [proj(np.array(x0[i], dtype=np.float64)) for i in range(n)]
+    ws = [np.stack(w)]
+    for t in range(iterations):
+        mu = noise_scale * max(t, 1) ** (-power)
+        sent = [w[i] + agent_noise(rng, "noise", t, i, d, mu) for i in range(n)]
+        alpha = alpha0 / (t + 1.0) ** power
+        new = []
+        for i in range(n):
+            b = _weighted_sum(A, nbrs[i], i, sent)
+            point = b if at == "mixed" else w[i]
+            new.append(proj(b - alpha * grads[i](point, t)))
+        w = new
+        ws.append(np.stack(w))
+    return np.stack(ws)
