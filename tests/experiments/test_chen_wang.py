@@ -1,0 +1,34 @@
+"""Paper 002's experiments in their --quick variants on the tiny dataset fixtures."""
+
+from pathlib import Path
+
+import pytest
+
+from dpnet import data
+from dpnet.experiments import chen_wang, get
+
+FIX = Path(__file__).resolve().parents[1] / "data"
+
+
+@pytest.fixture
+def tiny_mushrooms(monkeypatch):
+    ds = data.load_libsvm("mushrooms", root=FIX, verify=False, download=False)
+    monkeypatch.setattr(chen_wang, "_load_mushrooms",
+                        lambda: (ds.dense(), ds.binary_labels(), ds.notes))
+
+
+def test_cw_fig1_quick(tiny_mushrooms, tmp_path):
+    rep = get("cw-fig1").run(quick=True, outdir=tmp_path)
+    for ext in ("md", "csv", "png", "json"):
+        assert (tmp_path / f"cw-fig1.{ext}").is_file()
+    text = (tmp_path / "cw-fig1.md").read_text()
+    assert "-1.2" in text and "Assumption 3" in text and "C3" in text
+    labels = {r["algorithm"] for r in rep.rows}
+    assert {"Algorithm 1", "DSGD (no noise)", "LDOL (17)", "DOLA", "DMOD"} <= labels
+    assert len(rep.claims) >= 6
+    assert all(c.passed in (True, False, None) and c.measured for c in rep.claims)
+    # the baselines' own budgets equal the largest among Algorithm 1's agents
+    budgets = {r["method"]: r for r in rep.tables[1][1]}
+    target = max(r["eps_i"] for r in rep.tables[0][1])
+    for name in ("DOLA", "DMOD"):
+        assert budgets[name]["own budget"] == pytest.approx(target, rel=1e-9)
