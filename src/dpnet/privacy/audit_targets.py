@@ -339,3 +339,74 @@ register_target(AuditTarget(
     note="Lemmas 4-5, compact form (7)-(8), constant noise sigma = 4, directed 3-ring. The state "
          "is clean and every message is a fresh Laplace look at it: true epsilon for these "
          "inputs 2/4 + 2/4 + 0.6/4 = 1.15."))
+
+# -- paper 002: the LDP online algorithm and its baselines ----------------------------------------
+# Adjacency (Definition 1 of paper 002): one time-indexed sample of agent 0 differs. The audits
+# run 2 iterations: the transcript is (m_0, m_1), m_0 = x_0 + noise carries no data and m_1
+# depends on the data of t = 0 only (the sample xi_0, gradient +1 vs -1: l1 bound d = l2 bound
+# L = 1), so a static linear pair realises exactly that adjacency and the claim for T = 1 message
+# (m_1) covers the whole transcript.
+
+ADJ_002 = ("agent 0's sample at t = 0 differs (Definition 1 of paper 002): gradient +1 vs -1 "
+           "(l1 bound d = 1, l2 bound L = 1); later data never reaches the transcript")
+
+
+def first_innovation(A: np.ndarray, c: np.ndarray | float, x0: np.ndarray, name: str,
+                     agents=(AGENT,)) -> Features:
+    """``m_1 - A m_0 - c x_0`` for messages ``m_t = state_t + noise_t`` of an algorithm whose
+    state update is ``state_1 = A m_0 + c state_0 - step * g_0`` (own clean state weighted by c)."""
+    c = np.broadcast_to(np.asarray(c, dtype=np.float64), (A.shape[0],))[:, None]
+
+    def features(views):
+        m = views[name]
+        return _agent_rows([m[:, 1] - np.einsum("ij,rjd->rid", A, m[:, 0]) - c * x0[None]],
+                           list(agents))
+
+    return features
+
+
+def _neighbours() -> tuple[np.ndarray, np.ndarray]:
+    """Off-diagonal weights w_ij of paper 002's Laplacian-like W and the degrees -w_ii."""
+    off = _W().copy()
+    np.fill_diagonal(off, 0.0)
+    return off, off.sum(axis=1)
+
+
+register_target(AuditTarget(
+    name="ldp_online",
+    requires="ldp_online",
+    algorithm=lambda: _alg("ldp_online", lambda0=0.5, v=0.75, sigma0=2.0, varsigma=0.6),
+    problems=lambda: linear_pair(N, 1, AGENT, M=1.0),
+    graph=_graph, iterations=2, x0=X0_1, constants={"l1_gradient_bound": 1.0},
+    claim_iterations=1,
+    features=lambda: first_innovation(_neighbours()[0], 1.0 - _neighbours()[1], X0_1, "y"),
+    adjacency=ADJ_002,
+    note="Lemma 1 + Theorem 5(1) for T = 1: 2 sqrt(2) d lambda_0 2^varsigma / sigma0 = 1.072, "
+         "which is also the true epsilon of these inputs (y_1 = theta_1 + Lap(nu_1) with theta_1 "
+         "shifted by lambda_0 * 2d): a tight claim."))
+
+register_target(AuditTarget(
+    name="ldol",
+    requires="ldol",
+    algorithm=lambda: _alg("ldol", lambda0=0.5, v=0.9, gamma0=0.5, u=0.7, sigma0=1.5,
+                           varsigma=0.1),
+    problems=lambda: linear_pair(N, 1, AGENT, M=1.0),
+    graph=_graph, iterations=2, x0=X0_1, constants={"l1_gradient_bound": 1.0},
+    claim_iterations=1,
+    features=lambda: first_innovation(0.5 * _neighbours()[0], 1.0 - 0.5 * _neighbours()[1], X0_1,
+                                      "y"),
+    adjacency=ADJ_002,
+    note="[DERIVED] accountant (Theorem 5(1)'s argument on (17)) for T = 1: "
+         "2 sqrt(2) d lambda_0 / (sigma0 2^varsigma) = 0.880, the true epsilon of these inputs."))
+
+for _name, _reference in (("dola", "DOLA"), ("dmod", "DMOD")):
+    register_target(AuditTarget(
+        name=_name,
+        requires=_name,
+        algorithm=(lambda n=_name: _alg(n, alpha0=0.5, power=0.5, noise_scale=1.0)),
+        problems=lambda: linear_pair(N, 1, AGENT, M=1.0),
+        graph=_graph, iterations=2, x0=X0_1, constants={"gradient_bound": 1.0},
+        features=lambda: first_innovation(_W(), 0.0, X0_1, "w"),
+        adjacency=ADJ_002,
+        note=f"{_reference}'s own budget (variant 'published'): 2 alpha0 sqrt(n) L / b = 1.0; "
+             "the broadcast w_1 + Lap(mu_1) is shifted by alpha_1 * 2L with mu_1 = b: tight."))
