@@ -180,3 +180,52 @@ def test_bad_inputs_name_the_parameter():
                                                      Streams(0), 0, batch_size=5)
     with pytest.raises(ParameterError, match="labels"):
         LogisticSamples(A, np.full(N, 2.0))
+
+
+def _tiny_net(seed=0):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 5), torch.nn.Tanh(),
+                               torch.nn.Linear(5, 3))
+
+
+def test_neural_exact_online_gradient_equals_autograd_over_the_stored_samples():
+    from dpnet.problems.online import NeuralSamples
+
+    g = torch.Generator().manual_seed(0)
+    feats = torch.randn(30, 3, 4, generator=g)
+    labels = torch.randint(0, 3, (30,), generator=g)
+    net = _tiny_net()
+    model = NeuralSamples(net, feats, labels, chunk=4)       # small chunks: padding is skipped
+    parts = np.arange(30).reshape(3, 10)
+    p = OnlineProblem(model, 3, batch=2, pools=parts)
+    X = p.default_x0().clone()
+    X += 0.1 * torch.randn(X.shape, generator=g)
+    assert X.dtype == torch.float32 and X.shape == (3, model.dim)
+    for t in [0, 3, 12]:
+        got = p.stochastic_grad(X, Streams(2), t)
+        for i in range(3):
+            rows = np.concatenate([reference.online_rows(2, "sample", s, i, parts[i], 2)
+                                   for s in range(t + 1)])
+            ref_net = _tiny_net()
+            with torch.no_grad():
+                for prm, v in zip(ref_net.parameters(), model.unflatten(X[i]).values()):
+                    prm.copy_(v)
+            loss = torch.nn.functional.cross_entropy(ref_net(feats[rows]), labels[rows])
+            ref = torch.cat([q.reshape(-1) for q in torch.autograd.grad(loss,
+                                                                        ref_net.parameters())])
+            torch.testing.assert_close(got[i], ref, rtol=1e-5, atol=1e-6)
+    ev = model.evaluate(X, feats, labels)
+    acc0 = (ref_net(feats).argmax(1) == labels).double().mean()
+    assert ev["accuracy"][2] == pytest.approx(float(acc0))
+
+
+def test_population_subset_estimates_on_fixed_rows():
+    A, b = _data()
+    full = OnlineProblem(LogisticSamples(A, b, reg=0.1), n, batch=2)
+    sub = OnlineProblem(LogisticSamples(A, b, reg=0.1), n, batch=2, population_subset=7)
+    X = torch.randn(n, D, dtype=torch.float64)
+    rows = torch.linspace(0, N - 1, 7).round().long()
+    model = sub.model
+    w = torch.full((n, 7), 1 / 7, dtype=torch.float64)
+    torch.testing.assert_close(sub.grad(X), model.grad(X, rows.expand(n, -1), w))
+    assert not torch.allclose(sub.grad(X), full.grad(X))

@@ -171,6 +171,104 @@ class LeastSquaresSamples:
         return float(torch.linalg.eigvalsh(self.A.T @ self.A / self.n_data).max()) + self.reg
 
 
+class NeuralSamples:
+    """A ``torch.nn.Module`` ``h(w; a)`` with cross-entropy per-sample losses over a dataset of
+    raw inputs ``features`` (``transform`` maps a batch with any leading shape to the module's
+    float input) and class ``labels``. The parameters are flattened into one float32 row per
+    agent (``named_parameters()`` order); weighted gradients of all agents come from one
+    ``vmap(grad(.))`` per chunk of ``chunk`` samples per agent (the weighted loss is linear in
+    the samples, so chunking is exact). BatchNorm is refused (per-agent batch statistics would
+    make the loss non-separable over samples)."""
+
+    name = "neural"
+    dtype = torch.float32
+
+    def __init__(self, module: torch.nn.Module, features, labels, transform=None,
+                 chunk: int = 256) -> None:
+        from torch.func import functional_call, grad, vmap
+
+        require(not any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
+                        for m in module.modules()), "module", type(module).__name__,
+                "a module without BatchNorm layers")
+        self.module = module.eval()
+        self.features = torch.as_tensor(np.asarray(features))
+        self.labels = torch.as_tensor(np.asarray(labels), dtype=torch.int64).reshape(-1)
+        require(self.features.shape[0] == self.labels.shape[0], "labels",
+                tuple(self.labels.shape), f"one label per sample ({self.features.shape[0]})")
+        self.transform = transform or (lambda x: x.to(torch.float32))
+        self.chunk = positive_int("chunk", chunk)
+        params = dict(module.named_parameters())
+        self._names = list(params)
+        self._shapes = [p.shape for p in params.values()]
+        self._sizes = [p.numel() for p in params.values()]
+        self._buffers = dict(module.named_buffers())
+        self.dim = int(sum(self._sizes))
+        self.n_data = int(self.labels.shape[0])
+        self.x0 = torch.cat([p.detach().reshape(-1) for p in params.values()]).to(self.dtype)
+        self._call = functional_call
+        self._wgrad = vmap(grad(self._wloss), in_dims=(0, 0, 0, 0))
+        self._logits_agents = vmap(self._logits, in_dims=(0, 0))
+        self._logits_shared = vmap(self._logits, in_dims=(0, None))
+
+    def unflatten(self, row: torch.Tensor) -> dict[str, torch.Tensor]:
+        out, o = {}, 0
+        for name, shape, size in zip(self._names, self._shapes, self._sizes):
+            out[name] = row[o:o + size].reshape(shape)
+            o += size
+        return out
+
+    def _logits(self, row, xb):
+        return self._call(self.module, (self.unflatten(row), self._buffers), (xb,))
+
+    def _wloss(self, row, xb, yb, wb):
+        ce = torch.nn.functional.cross_entropy(self._logits(row, xb), yb, reduction="none")
+        return (wb * ce).sum()
+
+    def _chunks(self, idx: torch.Tensor, w: torch.Tensor):
+        for s in range(0, idx.shape[1], self.chunk):
+            wb = w[:, s:s + self.chunk].to(self.dtype)
+            if bool((wb == 0).all()):
+                continue                     # padding of the exact mode's distinct samples
+            ib = idx[:, s:s + self.chunk]
+            yield self.transform(self.features[ib]), self.labels[ib], wb
+
+    def grad(self, X, idx, w):
+        X = X.to(self.dtype)
+        out = torch.zeros_like(X)
+        for xb, yb, wb in self._chunks(idx, w):
+            out += self._wgrad(X, xb, yb, wb)
+        return out
+
+    def loss(self, X, idx, w):
+        X = X.to(self.dtype)
+        total = torch.zeros(X.shape[0], dtype=torch.float64)
+        with torch.no_grad():
+            for xb, yb, wb in self._chunks(idx, w):
+                logits = self._logits_agents(X, xb)
+                ce = torch.nn.functional.cross_entropy(logits.flatten(0, 1), yb.flatten(),
+                                                       reduction="none").reshape(yb.shape)
+                total += (wb * ce).sum(1).double()
+        return total
+
+    def evaluate(self, W: torch.Tensor, features, labels,
+                 batch: int = 500) -> dict[str, np.ndarray]:
+        """Loss and accuracy of every parameter row of ``W`` (``(r, d)``) on a labelled set."""
+        W = torch.as_tensor(W).to(self.dtype)
+        fx, fy = torch.as_tensor(np.asarray(features)), torch.as_tensor(np.asarray(labels))
+        loss = torch.zeros(W.shape[0], dtype=torch.float64)
+        correct = torch.zeros(W.shape[0], dtype=torch.float64)
+        with torch.no_grad():
+            for s in range(0, fy.shape[0], batch):
+                xb, yb = self.transform(fx[s:s + batch]), fy[s:s + batch].to(torch.int64)
+                logits = self._logits_shared(W, xb)
+                ce = torch.nn.functional.cross_entropy(
+                    logits.flatten(0, 1), yb.repeat(W.shape[0]), reduction="none")
+                loss += ce.reshape(W.shape[0], -1).sum(1).double()
+                correct += (logits.argmax(-1) == yb).sum(1).double()
+        n = fy.shape[0]
+        return {"loss": (loss / n).numpy(), "accuracy": (correct / n).numpy()}
+
+
 # ---- the online problem --------------------------------------------------------------------------
 
 @dataclass
@@ -195,12 +293,15 @@ class OnlineProblem(Problem):
     ``pools``: ``None`` (every agent draws from the whole dataset), an ``(n, P)`` integer array of
     dataset rows per agent (e.g. a partition), or a list of n equal-length row arrays. ``batch``:
     samples acquired per agent per iteration. ``mode``: ``"exact"``, ``"window"`` (needs
-    ``window`` batches) or ``"cached"``."""
+    ``window`` batches) or ``"cached"``. ``population_subset=s``: the population objective
+    (``grad``, ``local_loss``, ``loss``) is *estimated* on a fixed, evenly spaced subset of s rows
+    of each pool (for models whose full-pool passes are too expensive for every metric)."""
 
     name = "online"
 
     def __init__(self, model: SampleModel, n_agents: int, batch: int = 1, pools=None,
-                 mode: str = "exact", window: int | None = None, name: str | None = None) -> None:
+                 mode: str = "exact", window: int | None = None, name: str | None = None,
+                 population_subset: int | None = None) -> None:
         self.model = model
         self.n_agents = positive_int("n_agents", n_agents)
         self.batch = positive_int("batch", batch)
@@ -226,6 +327,11 @@ class OnlineProblem(Problem):
             self.shared = bool((P == P[:1]).all())
             self.pools = P
         self.pool_size = self.pools.shape[1]
+        self.dtype = getattr(model, "dtype", torch.float64)
+        self.population_subset = None
+        if population_subset is not None and positive_int("population_subset",
+                                                          population_subset) < self.pool_size:
+            self.population_subset = int(population_subset)
         if name is not None:
             self.name = name
         self._mem: dict[tuple, _Memory] = {}
@@ -348,11 +454,17 @@ class OnlineProblem(Problem):
     # -- population objectives (the paper's f_i = E l(., xi^i)) -------------------------------
     def _uniform(self, a: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         rows = self.pools[torch.as_tensor(a)]
-        return rows, torch.full(rows.shape, 1.0 / self.pool_size, dtype=torch.float64)
+        if self.population_subset is not None:
+            sel = torch.linspace(0, self.pool_size - 1, self.population_subset).round().long()
+            rows = rows[:, sel]
+        return rows, torch.full(rows.shape, 1.0 / rows.shape[1], dtype=torch.float64)
+
+    def _dense_ok(self, what: str) -> bool:
+        return self.shared and self.population_subset is None and hasattr(self.model, what)
 
     def grad(self, X, agents=None):
         a = self._agents(agents)
-        if self.shared and hasattr(self.model, "grad_dense"):
+        if self._dense_ok("grad_dense"):
             W = torch.zeros(len(a), self.model.n_data, dtype=torch.float64)
             W[:, self.pools[0]] = 1.0 / self.pool_size
             return self.model.grad_dense(X, W)
@@ -361,7 +473,7 @@ class OnlineProblem(Problem):
 
     def local_loss(self, X, agents=None):
         a = self._agents(agents)
-        if self.shared and hasattr(self.model, "loss_dense"):
+        if self._dense_ok("loss_dense"):
             W = torch.zeros(len(a), self.model.n_data, dtype=torch.float64)
             W[:, self.pools[0]] = 1.0 / self.pool_size
             return self.model.loss_dense(X, W)
@@ -369,16 +481,28 @@ class OnlineProblem(Problem):
         return self.model.loss(X, rows, w)
 
     def loss(self, x):
+        X = torch.as_tensor(x).to(self.dtype).reshape(1, -1)
         if self.shared:   # every f_i is the same: evaluate once
-            X = torch.as_tensor(x, dtype=torch.float64).reshape(1, -1)
             return float(self.local_loss(X, np.zeros(1, dtype=np.int64))[0])
-        return super().loss(x)
+        return float(self.local_loss(X.expand(self.n_agents, -1)).mean())
 
     def global_grad(self, x):
+        X = torch.as_tensor(x).to(self.dtype).reshape(1, -1)
         if self.shared:
-            X = torch.as_tensor(x, dtype=torch.float64).reshape(1, -1)
             return self.grad(X, np.zeros(1, dtype=np.int64))[0]
-        return super().global_grad(x)
+        return self.grad(X.expand(self.n_agents, -1)).mean(0)
+
+    def check_x(self, X, name: str = "x0"):
+        out = super().check_x(X, name)
+        return out.to(self.dtype)
+
+    def default_x0(self, seed: int = 0):
+        """The model's own initial parameters for every agent when it has them (neural
+        networks), else the papers' ``U[0, 1]^d`` start."""
+        x0 = getattr(self.model, "x0", None)
+        if x0 is not None:
+            return x0.reshape(1, -1).repeat(self.n_agents, 1)
+        return super().default_x0(seed)
 
     @property
     def smoothness(self) -> float:
@@ -393,7 +517,7 @@ class OnlineProblem(Problem):
 
     def describe(self) -> dict[str, Any]:
         model = getattr(self.model, "name", type(self.model).__name__)
-        return {**super().describe(), "model": model,
+        return {**super().describe(), "model": model, "population_subset": self.population_subset,
                 "batch": self.batch, "pool": "shared" if self.shared else "per agent",
                 "pool_size": self.pool_size, "mode": self.mode, "window": self.window}
 
