@@ -3,10 +3,12 @@
 from ..errors import UnknownNameError
 from .base import Problem, ProblemConstants, minimize_global
 from .logistic import LogisticRegression
+from .neural import NeuralProblem
+from .stochastic import Clip
 from .synthetic import NonconvexLogistic, Quadratic, SinCos
 
-__all__ = ["Problem", "ProblemConstants", "NonconvexLogistic", "SinCos", "Quadratic", "LogisticRegression",
-           "minimize_global", "from_spec"]
+__all__ = ["Problem", "ProblemConstants", "NonconvexLogistic", "SinCos", "Quadratic",
+           "LogisticRegression", "minimize_global", "from_spec", "NeuralProblem", "Clip"]
 
 _RANDOM = {"nonconvex_logistic": NonconvexLogistic, "sincos": SinCos, "quadratic": Quadratic}
 

@@ -1,4 +1,8 @@
-"""Finite-sum l2-regularised logistic regression over data partitioned across agents."""
+"""Finite-sum l2-regularised logistic regression over data partitioned across agents.
+
+The papers' regularisers are all ``(r/2)||x||^2``: paper 001 (Huo et al.) uses ``r = 1/q`` with q
+the local sample count (``reg="1/m"``), paper 002 (Chen & Wang) an ``r`` "inversely proportional
+to N^i" (again ``reg="1/m"`` or a number)."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import torch
 from ..errors import positive_int, require
 from ..rng import Streams
 from .base import Problem, minimize_global
+from .stochastic import Clip, as_clip, sample_indices
 
 
 class LogisticRegression(Problem):
@@ -15,17 +20,24 @@ class LogisticRegression(Problem):
 
     ``features``: ``(n, m, d)`` (agent i holds ``m`` samples), ``labels``: ``(n, m)`` in {-1, +1}.
     Full gradients use every local sample; :meth:`stochastic_grad` draws ``batch_size`` distinct
-    local samples per agent and iteration from that agent's own stream."""
+    local samples per agent and iteration from that agent's own stream and can clip each
+    per-sample gradient ``grad l(x, zeta) = -sigmoid(-b a^T x) b a + reg x`` (the regulariser is
+    part of every sample's loss, as in paper 001's ``l_i``). ``reg="1/m"`` gives ``1/m``."""
 
     name = "logistic_regression"
+    supports_clip = True
 
-    def __init__(self, features, labels, reg: float = 0.0, convention: str = "average") -> None:
+    def __init__(self, features, labels, reg: float | str = 0.0,
+                 convention: str = "average") -> None:
         A = torch.as_tensor(np.asarray(features), dtype=torch.float64)
         b = torch.as_tensor(np.asarray(labels), dtype=torch.float64)
         require(A.ndim == 3, "features", tuple(A.shape), "shape (n_agents, samples, dim)")
         require(tuple(b.shape) == tuple(A.shape[:2]), "labels", tuple(b.shape),
                 f"shape (n_agents, samples) = {tuple(A.shape[:2])}")
         require(bool(torch.all(b.abs() == 1)), "labels", "values", "every label is -1 or +1")
+        if isinstance(reg, str):
+            require(reg == "1/m", "reg", reg, "a number >= 0 or '1/m'")
+            reg = 1.0 / A.shape[1]
         require(reg >= 0, "reg", reg, "reg >= 0")
         require(convention in ("average", "sum"), "convention", convention, "'average' or 'sum'")
         self.A, self.b = A, b
@@ -38,16 +50,24 @@ class LogisticRegression(Problem):
 
     @classmethod
     def partition(cls, X: np.ndarray, y: np.ndarray, n_agents: int, seed: int = 0,
-                  reg: float = 0.0, shuffle: bool = True) -> LogisticRegression:
-        """Split a dataset ``(N, d)``, labels in {-1, +1} (or {0, 1}), evenly at random over
-        agents; the last ``N mod n`` samples of the shuffled order are dropped."""
+                  reg: float | str = 0.0, shuffle: bool = True,
+                  how: str = "even") -> LogisticRegression:
+        """Split a dataset ``(N, d)`` (dense or scipy sparse), labels in {-1, +1} (or {0, 1}),
+        over agents: ``how="even"`` evenly at random (the last ``N mod n`` samples of the shuffled
+        order are dropped), ``"label"`` by label (:func:`dpnet.data.split_by_label`)."""
+        from ..data import split_by_label, split_even
+
         n = positive_int("n_agents", n_agents)
+        X = X.toarray() if hasattr(X, "toarray") else X
         X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
         y = np.where(y > 0, 1.0, -1.0)
-        order = np.random.default_rng(seed).permutation(len(y)) if shuffle else np.arange(len(y))
-        m = len(y) // n
-        require(m >= 1, "n_agents", n, f"at most {len(y)} agents for {len(y)} samples")
-        idx = order[: m * n].reshape(n, m)
+        if how == "label":
+            idx = split_by_label(y, n, seed=seed)
+        else:
+            require(how == "even", "how", how, "'even' or 'label'")
+            require(len(y) // n >= 1, "n_agents", n,
+                    f"at most {len(y)} agents for {len(y)} samples")
+            idx = split_even(len(y), n, seed, shuffle)
         return cls(X[idx], y[idx], reg=reg)
 
     def _data(self, agents):
@@ -61,22 +81,28 @@ class LogisticRegression(Problem):
     def grad(self, X, agents=None):
         return self._grad_on(self._data(agents), X)
 
-    def stochastic_grad(self, X, rng: Streams, k, batch_size, agents=None, purpose="sample"):
+    def stochastic_grad(self, X, rng: Streams, k, batch_size, agents=None, purpose="sample",
+                        clip: Clip | float | None = None):
         a = self._agents(agents)
         B = positive_int("batch_size", batch_size)
         require(B <= self.m, "batch_size", B, f"batch_size <= local samples m = {self.m}")
         idx = self.sample_indices(rng, k, a, B, purpose)
         BA = torch.gather(self.BA[a], 1, idx[:, :, None].expand(-1, -1, self.dim))
-        return self._grad_on(BA, X)
+        clip = as_clip(clip)
+        if clip is None:
+            return self._grad_on(BA, X)
+        return clip.apply(self.per_sample_grads(BA, X)).mean(dim=1)
+
+    def per_sample_grads(self, BA: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+        """``(n, B, d)``: ``grad l(x_i, zeta) = -sigmoid(-b a^T x_i) b a + reg x_i`` for the
+        samples ``b a`` in BA."""
+        s = torch.sigmoid(-torch.einsum("nbd,nd->nb", BA, X))
+        return -s[:, :, None] * BA + self.reg * X[:, None, :]
 
     def sample_indices(self, rng: Streams, k: int, agents: np.ndarray, batch_size: int,
                        purpose: str = "sample") -> torch.Tensor:
         """``(len(agents), batch_size)`` distinct local sample indices per agent."""
-        if batch_size == 1:
-            u = rng.uniform(purpose, k, agents, 1)
-            return torch.from_numpy(np.minimum((u * self.m).astype(np.int64), self.m - 1))
-        keys = rng.permutation_keys(purpose, k, agents, self.m)
-        return torch.from_numpy(np.argpartition(keys, batch_size - 1, axis=1)[:, :batch_size])
+        return sample_indices(rng, k, agents, self.m, batch_size, purpose)
 
     def local_loss(self, X, agents=None):
         BA = self._data(agents)

@@ -1,0 +1,88 @@
+"""Small CNNs for the papers' image experiments and their input transforms.
+
+The papers do not give their architectures (paper 001: "a CNN with three convolutional layers"
+on MNIST; papers 002/003 are silent too), so these are stated choices:
+
+* :class:`MnistCNN` (7,194 parameters): conv 5x5 1->8 (padding 2), ReLU, max-pool 2;
+  conv 5x5 8->16 (padding 2), ReLU, max-pool 2; conv 3x3 16->16 (padding 1), ReLU, max-pool 2
+  (28 -> 14 -> 7 -> 3); linear 144 -> 10. Three convolutional layers as in paper 001, in the
+  LeNet style, narrow enough that 20 agents' per-sample gradients stay affordable on a CPU (each
+  parameter also costs DP noise), no normalisation layer (per-sample clipping and BatchNorm do
+  not mix), no dropout (the state must be a deterministic function of the seed).
+  ``MnistCNN(channels=(16, 32, 32))`` is the wider variant (25,386 parameters).
+* :class:`CifarCNN` (122,570 parameters): three conv 3x3 blocks 3->32->64->64 (padding 1), each
+  ReLU + max-pool 2 (32 -> 16 -> 8 -> 4), linear 1024 -> 64, ReLU, linear 64 -> 10.
+
+Factories take a ``seed`` and initialise under a forked torch RNG, so building a model never
+touches the global random state. Transforms map raw uint8 images with any leading shape (agents,
+samples) to normalised float32 inputs (MNIST mean/std 0.1307/0.3081; CIFAR-10 per-channel
+mean/std of the original training set).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
+CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
+CIFAR_STD = (0.2470, 0.2435, 0.2616)
+
+
+class MnistCNN(nn.Module):
+    """Three-convolution MNIST classifier (see the module docstring)."""
+
+    def __init__(self, channels: tuple[int, int, int] = (8, 16, 16), classes: int = 10) -> None:
+        super().__init__()
+        c1, c2, c3 = channels
+        self.features = nn.Sequential(
+            nn.Conv2d(1, c1, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(c1, c2, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(c2, c3, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
+        self.classifier = nn.Linear(c3 * 3 * 3, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.features(x).flatten(1))
+
+
+class CifarCNN(nn.Module):
+    """Small three-convolution CIFAR-10 classifier (see the module docstring)."""
+
+    def __init__(self, classes: int = 10) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
+        self.classifier = nn.Sequential(nn.Linear(64 * 4 * 4, 64), nn.ReLU(),
+                                        nn.Linear(64, classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.features(x).flatten(1))
+
+
+def _seeded(factory, seed: int) -> nn.Module:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return factory()
+
+
+def mnist_cnn(seed: int = 0, **kw) -> MnistCNN:
+    return _seeded(lambda: MnistCNN(**kw), seed)
+
+
+def cifar_cnn(seed: int = 0, **kw) -> CifarCNN:
+    return _seeded(lambda: CifarCNN(**kw), seed)
+
+
+def mnist_transform(x: torch.Tensor) -> torch.Tensor:
+    """uint8 ``(..., 28, 28)`` -> float32 ``(..., 1, 28, 28)``, normalised."""
+    return ((x.to(torch.float32) / 255.0 - MNIST_MEAN) / MNIST_STD).unsqueeze(-3)
+
+
+def cifar_transform(x: torch.Tensor) -> torch.Tensor:
+    """uint8 HWC ``(..., 32, 32, 3)`` -> float32 CHW ``(..., 3, 32, 32)``, normalised per
+    channel."""
+    mean = torch.tensor(CIFAR_MEAN, dtype=torch.float32)
+    std = torch.tensor(CIFAR_STD, dtype=torch.float32)
+    return ((x.to(torch.float32) / 255.0 - mean) / std).movedim(-1, -3)

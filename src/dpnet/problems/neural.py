@@ -1,0 +1,279 @@
+"""Neural networks as stacked decentralized problems.
+
+:class:`NeuralProblem` wraps any ``torch.nn.Module`` ``h(w; a)`` and a dataset partitioned over
+agents: agent i holds the samples ``parts[i]`` and minimises
+``f_i(w) = (1/m) sum_{j in parts[i]} loss(h(w; a_j), b_j)`` (cross-entropy by default). Its state
+row is the module's parameters flattened in ``named_parameters()`` order, so the ``(n, P)`` state
+of all agents is one float32 tensor, like any other problem's ``(n, d)``.
+
+Gradients of all agents come from one ``torch.func`` call: ``vmap(grad(loss))`` over the agents'
+parameter rows and minibatches, with ``functional_call`` evaluating the shared module at each
+row. Per-sample gradients (for clipping, :class:`~dpnet.problems.stochastic.Clip`) nest a second
+``vmap`` over the samples of each agent's minibatch. The module runs in eval mode (no dropout);
+BatchNorm layers are switched to batch statistics
+(``torch.func.replace_all_batch_norm_modules_``) and refused when per-sample gradients are
+requested (a batch of one has no statistics).
+
+Evaluation (:meth:`NeuralProblem.evaluate`) reports loss and accuracy on the training union and
+on a test set, for the agents' average model and for every agent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from torch import nn
+from torch.func import functional_call, grad, vmap
+
+from ..errors import ParameterError, positive_int, require
+from ..rng import Streams
+from .base import Problem
+from .stochastic import Clip, as_clip, sample_indices
+
+Transform = Callable[[torch.Tensor], torch.Tensor]
+
+
+def _identity_float(x: torch.Tensor) -> torch.Tensor:
+    return x.to(torch.float32)
+
+
+class NeuralProblem(Problem):
+    """A module and a partitioned dataset (see the module docstring).
+
+    ``features``: ``(N, ...)`` raw inputs (uint8 images are fine; ``transform`` maps a batch with
+    any leading shape to the module's float input, e.g. :func:`dpnet.models.mnist_transform`);
+    ``labels``: ``(N,)`` class indices; ``parts``: ``(n, m)`` sample indices per agent (e.g.
+    :func:`dpnet.data.split_even`); ``test``: optional ``(features, labels)``.
+    ``chunk``: samples per agent per forward pass in full-gradient and evaluation passes.
+    ``metric_samples``: when set, :meth:`loss` and :meth:`global_grad` (the runner's per-log
+    metrics) use a fixed, evenly spaced subset of that many training samples instead of the
+    whole training union: an estimate, cheap enough to log during training."""
+
+    name = "neural"
+    supports_clip = True
+    dtype = torch.float32
+
+    def __init__(self, model: nn.Module, features, labels, parts, test=None,
+                 transform: Transform | None = None, chunk: int = 256,
+                 metric_samples: int | None = None) -> None:
+        self.model = model.eval()
+        self._has_bn = any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
+        if self._has_bn:
+            torch.func.replace_all_batch_norm_modules_(self.model)
+        self.features = torch.as_tensor(np.asarray(features))
+        self.labels = torch.as_tensor(np.asarray(labels), dtype=torch.int64)
+        require(self.features.shape[0] == self.labels.shape[0], "labels", tuple(self.labels.shape),
+                f"one label per sample ({self.features.shape[0]})")
+        self.parts = torch.as_tensor(np.asarray(parts), dtype=torch.int64)
+        require(self.parts.ndim == 2, "parts", tuple(self.parts.shape), "shape (n_agents, m)")
+        require(int(self.parts.max()) < self.features.shape[0] and int(self.parts.min()) >= 0,
+                "parts", "indices", f"indices in [0, {self.features.shape[0]})")
+        self.n_agents, self.m = self.parts.shape
+        self.transform = transform or _identity_float
+        self.chunk = positive_int("chunk", chunk)
+        self.metric_samples = None if metric_samples is None else positive_int(
+            "metric_samples", metric_samples)
+        self.test = None
+        if test is not None:
+            tx, ty = test
+            self.test = (torch.as_tensor(np.asarray(tx)),
+                         torch.as_tensor(np.asarray(ty), dtype=torch.int64))
+        params = dict(model.named_parameters())
+        self._names = list(params)
+        self._shapes = [p.shape for p in params.values()]
+        self._sizes = [p.numel() for p in params.values()]
+        self.dim = int(sum(self._sizes))
+        self._buffers = {k: v for k, v in model.named_buffers()}
+        self.x0 = torch.cat([p.detach().reshape(-1) for p in params.values()]).to(self.dtype)
+        self._batch_grad = vmap(grad(self._loss_batch), in_dims=(0, 0, 0))
+        self._sample_grad = vmap(vmap(grad(self._loss_one), in_dims=(None, 0, 0)),
+                                 in_dims=(0, 0, 0))
+        self._agent_logits = vmap(self._logits, in_dims=(0, 0))
+        self._shared_logits = vmap(self._logits, in_dims=(0, None))
+
+    # -- parameters <-> rows ----------------------------------------------------------------
+    def unflatten(self, row: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Parameter dict of one state row (views into it)."""
+        out, o = {}, 0
+        for name, shape, size in zip(self._names, self._shapes, self._sizes):
+            out[name] = row[o:o + size].reshape(shape)
+            o += size
+        return out
+
+    def load_into(self, module: nn.Module, row: torch.Tensor) -> nn.Module:
+        """Copy a state row into a module with the same architecture (for export)."""
+        with torch.no_grad():
+            for name, p in module.named_parameters():
+                p.copy_(self.unflatten(torch.as_tensor(row, dtype=self.dtype))[name])
+        return module
+
+    def _logits(self, row: torch.Tensor, xb: torch.Tensor) -> torch.Tensor:
+        return functional_call(self.model, (self.unflatten(row), self._buffers), (xb,))
+
+    def _loss_batch(self, row, xb, yb):
+        return nn.functional.cross_entropy(self._logits(row, xb), yb)
+
+    def _loss_one(self, row, x, y):
+        return nn.functional.cross_entropy(self._logits(row, x[None]), y[None])
+
+    # -- data -------------------------------------------------------------------------------
+    def batch(self, idx: torch.Tensor, agents: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """Inputs and labels of local samples ``idx`` (``(len(agents), B)`` local indices)."""
+        rows = self.parts[torch.as_tensor(agents)].gather(1, idx)
+        return self.transform(self.features[rows]), self.labels[rows]
+
+    # -- Problem protocol -------------------------------------------------------------------
+    def check_x(self, X, name: str = "x0") -> torch.Tensor:
+        X = torch.as_tensor(X, dtype=self.dtype)
+        if X.ndim == 1:
+            require(X.shape[0] == self.dim, name, tuple(X.shape), f"shape (P,) = ({self.dim},)")
+            return X.reshape(1, -1).repeat(self.n_agents, 1)
+        if tuple(X.shape) != (self.n_agents, self.dim):
+            raise ParameterError(name, tuple(X.shape),
+                                 f"shape (P,) or (n, P) = ({self.n_agents}, {self.dim})")
+        require(bool(torch.isfinite(X).all()), name, "non-finite entries", "finite")
+        return X.clone()
+
+    def default_x0(self, seed: int = 0) -> torch.Tensor:
+        """Every agent starts from the module's own initial parameters (paper 001's common x_0)."""
+        return self.x0.reshape(1, -1).repeat(self.n_agents, 1)
+
+    def stochastic_grad(self, X, rng: Streams, k, batch_size, agents=None, purpose="sample",
+                        clip: Clip | float | None = None) -> torch.Tensor:
+        """Minibatch gradients of the agents' rows X: ``batch_size`` distinct local samples per
+        agent from its own stream; with ``clip`` every per-sample gradient is clipped first."""
+        a = self._agents(agents)
+        B = positive_int("batch_size", batch_size)
+        idx = sample_indices(rng, k, a, self.m, B, purpose)
+        xb, yb = self.batch(idx, a)
+        X = X.to(self.dtype)
+        clip = as_clip(clip)
+        if clip is None:
+            return self._batch_grad(X, xb, yb)
+        require(not self._has_bn, "clip", clip, "a module without BatchNorm (per-sample gradients "
+                "of a batch-statistics layer are undefined; use GroupNorm)")
+        return clip.apply(self._sample_grad(X, xb, yb)).mean(dim=1)
+
+    def per_sample_grads(self, X, idx: torch.Tensor, agents=None) -> torch.Tensor:
+        """``(n, B, P)`` per-sample gradients of the local samples ``idx`` (unclipped)."""
+        a = self._agents(agents)
+        xb, yb = self.batch(idx, a)
+        return self._sample_grad(X.to(self.dtype), xb, yb)
+
+    def grad(self, X, agents=None) -> torch.Tensor:
+        """Full local gradients (all m local samples, in chunks of ``chunk``)."""
+        a = self._agents(agents)
+        X = X.to(self.dtype)
+        out = torch.zeros(len(a), self.dim, dtype=self.dtype)
+        for start in range(0, self.m, self.chunk):
+            idx = torch.arange(start, min(self.m, start + self.chunk)).expand(len(a), -1)
+            xb, yb = self.batch(idx, a)
+            out += self._batch_grad(X, xb, yb) * (idx.shape[1] / self.m)
+        return out
+
+    def local_loss(self, X, agents=None) -> torch.Tensor:
+        a = self._agents(agents)
+        X = X.to(self.dtype)
+        total = torch.zeros(len(a), dtype=torch.float64)
+        with torch.no_grad():
+            for start in range(0, self.m, self.chunk):
+                idx = torch.arange(start, min(self.m, start + self.chunk)).expand(len(a), -1)
+                xb, yb = self.batch(idx, a)
+                logits = self._agent_logits(X, xb)
+                ce = nn.functional.cross_entropy(logits.flatten(0, 1), yb.flatten(),
+                                                 reduction="none").reshape(yb.shape)
+                total += ce.sum(1).double()
+        return total / self.m
+
+    def loss(self, x) -> float:
+        """``f(x) = (1/n) sum_i f_i(x)``: the mean loss over every agent's samples (over the fixed
+        subset of ``metric_samples`` of them when set)."""
+        W = torch.as_tensor(x, dtype=self.dtype).reshape(1, -1)
+        return float(self.evaluate_model(W, "train", self.metric_samples)["loss"][0])
+
+    def global_grad(self, x) -> torch.Tensor:
+        """``grad f(x)`` (estimated on the ``metric_samples`` subset when set)."""
+        row = torch.as_tensor(x, dtype=self.dtype).reshape(1, -1)
+        fx, fy = self._split("train", self.metric_samples)
+        out = torch.zeros(self.dim, dtype=self.dtype)
+        for s in range(0, fy.shape[0], self.chunk):
+            xb, yb = self.transform(fx[s:s + self.chunk])[None], fy[s:s + self.chunk][None]
+            out += self._batch_grad(row, xb, yb)[0] * (yb.shape[1] / fy.shape[0])
+        return out
+
+    # -- evaluation -------------------------------------------------------------------------
+    def _split(self, which: str, max_samples: int | None):
+        if which == "test":
+            require(self.test is not None, "which", which, "a problem built with a test set")
+            fx, fy = self.test
+        else:
+            require(which == "train", "which", which, "'train' or 'test'")
+            rows = self.parts.reshape(-1)
+            fx, fy = self.features[rows], self.labels[rows]
+        if max_samples is not None and max_samples < fy.shape[0]:
+            # a fixed, evenly spaced subset: the same for every call (comparable curves)
+            sel = torch.linspace(0, fy.shape[0] - 1, max_samples).round().long()
+            fx, fy = fx[sel], fy[sel]
+        return fx, fy
+
+    def evaluate_model(self, W: torch.Tensor, which: str = "test",
+                       max_samples: int | None = None) -> dict[str, np.ndarray]:
+        """Loss and accuracy of each parameter row of ``W`` (``(r, P)``) on the whole test set
+        or training union (or a fixed evenly spaced subset of ``max_samples``)."""
+        W = torch.as_tensor(W, dtype=self.dtype)
+        fx, fy = self._split(which, max_samples)
+        loss = torch.zeros(W.shape[0], dtype=torch.float64)
+        correct = torch.zeros(W.shape[0], dtype=torch.float64)
+        step = max(1, (self.chunk * 8) // max(1, W.shape[0]))
+        with torch.no_grad():
+            for s in range(0, fy.shape[0], step):
+                xb, yb = self.transform(fx[s:s + step]), fy[s:s + step]
+                logits = self._shared_logits(W, xb)                     # (r, b, classes)
+                ce = nn.functional.cross_entropy(logits.flatten(0, 1), yb.repeat(W.shape[0]),
+                                                 reduction="none").reshape(W.shape[0], -1)
+                loss += ce.sum(1).double()
+                correct += (logits.argmax(-1) == yb).sum(1).double()
+        n = fy.shape[0]
+        return {"loss": (loss / n).numpy(), "accuracy": (correct / n).numpy()}
+
+    def evaluate(self, X: torch.Tensor, which: tuple[str, ...] = ("train", "test"),
+                 per_agent: bool = True, max_samples: int | None = None) -> dict[str, object]:
+        """``{split}_loss``/``{split}_accuracy`` of the average model x̄ and, with ``per_agent``,
+        ``{split}_loss_agents``/``{split}_accuracy_agents`` (arrays over agents)."""
+        X = torch.as_tensor(X, dtype=self.dtype)
+        out: dict[str, object] = {}
+        for split in which:
+            if split == "test" and self.test is None:
+                continue
+            W = X.mean(0, keepdim=True)
+            if per_agent:
+                W = torch.cat([W, X])
+            r = self.evaluate_model(W, split, max_samples)
+            out[f"{split}_loss"] = float(r["loss"][0])
+            out[f"{split}_accuracy"] = float(r["accuracy"][0])
+            if per_agent:
+                out[f"{split}_loss_agents"] = r["loss"][1:]
+                out[f"{split}_accuracy_agents"] = r["accuracy"][1:]
+        return out
+
+    def describe(self) -> dict:
+        return {**super().describe(), "samples_per_agent": self.m,
+                "module": type(self.model).__name__, "parameters": self.dim}
+
+    # -- construction -----------------------------------------------------------------------
+    @classmethod
+    def from_dataset(cls, model: nn.Module, train, n_agents: int, test=None, how: str = "even",
+                     seed: int = 0, transform: Transform | None = None, **kw) -> NeuralProblem:
+        """From :class:`dpnet.data.Dataset` objects: ``how="even"`` (random even split, the
+        papers' setting) or ``"label"`` (non-i.i.d., :func:`dpnet.data.split_by_label`)."""
+        from ..data import partition
+
+        parts = partition(train.y, n_agents, how=how, seed=seed)
+        t = None if test is None else (test.X, test.y)
+        return cls(model, train.X, train.y, parts, test=t, transform=transform, **kw)
+
+
+def flat_size(model: nn.Module) -> int:
+    return int(sum(p.numel() for p in model.parameters()))

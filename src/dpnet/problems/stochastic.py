@@ -1,0 +1,89 @@
+"""Pieces shared by finite-sum problems: per-agent minibatch indices and per-sample clipping.
+
+Sampling: agent i's minibatch at iteration k is a pure function of (seed, purpose, k, i), drawn
+from that agent's own counter-based stream (:class:`dpnet.rng.Streams`), so the same samples are
+drawn whichever agents a process holds or evaluates.
+
+Clipping (Abadi et al. 2016 for ``"l2"``; Assumption 2 of Huo et al. for ``"coordinate"``) acts on
+each per-sample gradient before averaging:
+
+* ``Clip(G, "l2")``: ``g <- g * min(1, G / ||g||)``, so ``||g|| <= G``;
+* ``Clip(G, "coordinate")``: ``g_j <- max(-G/sqrt(d), min(G/sqrt(d), g_j))``, so every coordinate
+  is at most ``G/sqrt(d)`` in magnitude (and ``||g|| <= G``). DO-ADP's sensitivity
+  ``2 G sqrt(k/d)`` of k selected coordinates (eq. (6) of Huo et al.) needs this form: an l2 clip
+  at G allows one coordinate to carry all of G.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..errors import ParameterError, positive, require
+from ..rng import Streams
+
+CLIP_KINDS = ("l2", "coordinate")
+
+
+@dataclass(frozen=True)
+class Clip:
+    """Per-sample gradient clipping at bound ``G`` (see the module docstring)."""
+
+    bound: float
+    kind: str = "coordinate"
+
+    def __post_init__(self) -> None:
+        positive("clip.bound", self.bound)
+        require(self.kind in CLIP_KINDS, "clip.kind", self.kind, f"one of {CLIP_KINDS}")
+
+    def apply(self, g: torch.Tensor) -> torch.Tensor:
+        """Clip the last axis of ``g`` (any leading shape: agents, samples)."""
+        d = g.shape[-1]
+        if self.kind == "coordinate":
+            c = self.bound / math.sqrt(d)
+            return g.clamp(-c, c)
+        norm = torch.linalg.vector_norm(g, dim=-1, keepdim=True)
+        return g * torch.clamp(self.bound / torch.clamp(norm, min=1e-300), max=1.0)
+
+    def l2_bound(self, d: int, k: int | None = None) -> float:
+        """Bound on the l2 norm of any k coordinates of one clipped per-sample gradient
+        (all d when k is None): ``G sqrt(k/d)`` (coordinate) or ``G`` (l2)."""
+        k = d if k is None else k
+        return self.bound * math.sqrt(k / d) if self.kind == "coordinate" else self.bound
+
+
+def as_clip(clip: Clip | float | None) -> Clip | None:
+    """``None``, a :class:`Clip`, or a number G meaning ``Clip(G, "coordinate")``."""
+    if clip is None or isinstance(clip, Clip):
+        return clip
+    return Clip(float(clip), "coordinate")
+
+
+def sample_indices(rng: Streams, k: int, agents: np.ndarray, m: int, batch_size: int,
+                   purpose: str = "sample") -> torch.Tensor:
+    """``(len(agents), batch_size)`` distinct local sample indices in ``[0, m)`` per agent:
+    uniform without replacement (one uniform draw when ``batch_size == 1``)."""
+    require(1 <= batch_size <= m, "batch_size", batch_size, f"1 <= batch_size <= m = {m}")
+    agents = np.asarray(agents, dtype=np.int64)
+    if batch_size == 1:
+        u = rng.uniform(purpose, k, agents, 1)
+        return torch.from_numpy(np.minimum((u * m).astype(np.int64), m - 1))
+    keys = rng.permutation_keys(purpose, k, agents, m)
+    return torch.from_numpy(np.argpartition(keys, batch_size - 1, axis=1)[:, :batch_size])
+
+
+def clipped_stochastic_grad(problem, X: torch.Tensor, rng: Streams, k: int, batch_size: int,
+                            agents: np.ndarray, purpose: str = "sample",
+                            clip: Clip | None = None) -> torch.Tensor:
+    """``problem.stochastic_grad`` with per-sample clipping; raises when ``clip`` is given and the
+    problem cannot produce per-sample gradients."""
+    if clip is None:
+        return problem.stochastic_grad(X, rng, k, batch_size, agents, purpose)
+    if not getattr(problem, "supports_clip", False):
+        raise ParameterError("clip", clip, "a problem with per-sample gradients "
+                             "(LogisticRegression, NeuralProblem); "
+                             f"{type(problem).__name__} has none")
+    return problem.stochastic_grad(X, rng, k, batch_size, agents, purpose, clip=clip)
