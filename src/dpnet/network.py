@@ -21,6 +21,7 @@ halo order is the identity; :mod:`dpnet.distributed` implements the same contrac
 
 from __future__ import annotations
 
+import copy
 import warnings
 from dataclasses import dataclass, field
 
@@ -215,9 +216,10 @@ class Network:
             rows = payload if active is None else payload[mask]
             self.transcript.append(TranscriptEntry(self.iteration, name, senders.copy(),
                                                    rows.detach().clone()))
-        return self._to_halo(payload, name)
+        return self._to_halo(payload, name, matrix)
 
-    def _to_halo(self, payload: torch.Tensor, name: str) -> torch.Tensor:
+    def _to_halo(self, payload: torch.Tensor, name: str, matrix: str) -> torch.Tensor:
+        """Deliver the local payload rows to the receivers under ``matrix`` (here: all local)."""
         return payload
 
     # -- neighbour sums ---------------------------------------------------------------------
@@ -248,9 +250,29 @@ class Network:
     def sum_scalar(self, value: float) -> float:
         return float(value)
 
+    def moments(self, X: torch.Tensor, scalars: list[float] | tuple[float, ...] = ()
+                ) -> tuple[torch.Tensor, float, list[float]]:
+        """``(xbar, sum_i ||x_i - xbar||^2, [sum over processes of each scalar])`` for local rows
+        X: everything a logged step needs, in one all-reduce in the distributed backend."""
+        xbar = X.sum(dim=0) / self.n
+        return xbar, float(((X - xbar) ** 2).sum()), [float(s) for s in scalars]
+
     def gather(self, X: torch.Tensor) -> torch.Tensor:
         """Full ``(n, d)`` tensor from local rows (results only)."""
         return X
+
+    # -- checkpoints ------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """What a resumed run needs besides the algorithm's state: the bits and messages so far
+        (random draws are keyed by iteration, so nothing about them needs saving)."""
+        return {"ledger": copy.deepcopy(self.ledger), "transcript": copy.deepcopy(self.transcript)}
+
+    def load_state_dict(self, sd: dict) -> None:
+        require(sd["ledger"].n == self.n, "network.ledger", sd["ledger"].n, f"n = {self.n}")
+        require((sd["transcript"] is not None) == self.record, "record", self.record,
+                "the same as in the checkpointed run")
+        self.ledger = copy.deepcopy(sd["ledger"])
+        self.transcript = copy.deepcopy(sd["transcript"])
 
     def check_shape(self, name: str, X: torch.Tensor, d: int) -> None:
         if tuple(X.shape) != (self.n_local, d):

@@ -15,6 +15,7 @@ the iteration and the variable.
 
 from __future__ import annotations
 
+import copy
 import csv
 import json
 import math
@@ -111,6 +112,25 @@ def _check_finite(state: State, k: int) -> None:
             raise NonFiniteError(k, name, f"first bad row {bad}")
 
 
+def _restore(snap: dict, algorithm: Algorithm, graph: Graph, seed: int, K: int, log_every: int,
+             net: Network, tracker: Metrics) -> tuple[int, State]:
+    """Check that a snapshot belongs to this run, load it, return (iteration, state)."""
+    k0 = int(snap["iteration"])
+    for key, mine in (("algorithm", algorithm.name), ("params", algorithm.params()),
+                      ("seed", seed), ("n", graph.n)):
+        if snap[key] != mine:
+            raise ParameterError(f"resume.{key}", snap[key], f"the value of this run ({mine!r})")
+    if k0 > K:
+        raise ParameterError("resume.iteration", k0, f"<= iterations = {K}")
+    net.load_state_dict(snap["network"])
+    rows = copy.deepcopy(snap["history"])
+    if rows["iteration"] and rows["iteration"][-1] == k0 and k0 % log_every and k0 < K:
+        for v in rows.values():  # a final row of a shorter run that this one would not log
+            v.pop()
+    tracker.rows = rows
+    return k0, {name: t.detach().clone() for name, t in snap["state"].items()}
+
+
 def _progress(total: int, enabled: bool | None):
     if enabled is None:
         enabled = sys.stderr.isatty() and total >= 2000
@@ -136,18 +156,14 @@ class Metrics:
 
     def log(self, k: int, x: torch.Tensor, state: State) -> None:
         net, n = self.net, self.net.n
-        xbar = net.sum_agents(x) / n
-        cons = float(net.sum_scalar(float(((x - xbar) ** 2).sum())))
+        ref = self.reference
+        local_dist = float(((x - ref) ** 2).sum()) if ref is not None else 0.0
+        xbar, cons, (dist, total) = net.moments(x, [local_dist, float(net.ledger.total)])
         self.rows["iteration"].append(k)
         self.rows["objective"].append(self.problem.loss(xbar))
         self.rows["grad_norm_sq"].append(float((self.problem.global_grad(xbar) ** 2).sum()))
         self.rows["consensus"].append(cons)
-        if self.reference is not None:
-            dist = float(net.sum_scalar(float(((x - self.reference) ** 2).sum())))
-        else:
-            dist = float("nan")
-        self.rows["distance"].append(dist)
-        total = net.sum_scalar(float(net.ledger.total))
+        self.rows["distance"].append(dist if ref is not None else float("nan"))
         self.rows["bits"].append(int(total))
         self.rows["bits_per_agent"].append(total / n)
         for name, fn in self.extra.items():
@@ -163,13 +179,18 @@ def run(algorithm: Algorithm, problem: Problem, graph: Graph, iterations: int,
         privacy: dict[str, Any] | None = None, progress: bool | None = None,
         network: Network | None = None,
         metrics: dict[str, Callable[[State, int], float]] | None = None,
-        callback: Callable[[int, State], None] | None = None) -> Result:
+        callback: Callable[[int, State], None] | None = None,
+        checkpoint: Callable[[dict], None] | None = None, checkpoint_every: int = 0,
+        resume: dict | None = None) -> Result:
     """Run ``algorithm`` for ``iterations`` steps on ``problem`` over ``graph``.
 
     ``x0``: ``(n, d)`` or ``(d,)`` (default: the problem's ``U[0,1]^d`` start from ``seed``).
     ``record=True`` keeps the transcript and per-agent-per-iteration bits. ``privacy``: constants
     for the accountant (``gradient_bound``, ``adjacency``, ``variant``...). ``reference="auto"``
-    uses the problem's optimum for the distance metric when it knows one."""
+    uses the problem's optimum for the distance metric when it knows one.
+    ``checkpoint_every=m`` hands ``checkpoint`` a snapshot dict every m iterations;
+    ``resume=snapshot`` continues from one and reproduces the uninterrupted run exactly (draws are
+    keyed by iteration, so the state, history, ledger and transcript are all there is to save)."""
     K = positive_int("iterations", iterations) if iterations != 0 else 0
     log_every = positive_int("log_every", log_every)
     if problem.n_agents != graph.n:
@@ -188,11 +209,15 @@ def run(algorithm: Algorithm, problem: Problem, graph: Graph, iterations: int,
     tracker = Metrics(problem, net, reference, metrics)
     start = time.perf_counter()
     net.set_iteration(0)
-    state = algorithm.init(ctx, X0)
-    _check_finite(state, 0)
-    tracker.log(0, algorithm.iterate(state), state)
-    bar = _progress(K, progress)
-    for k in range(K):
+    state = algorithm.init(ctx, X0)  # also on resume: algorithms may set up caches here
+    if resume is None:
+        k0 = 0
+        _check_finite(state, 0)
+        tracker.log(0, algorithm.iterate(state), state)
+    else:
+        k0, state = _restore(resume, algorithm, graph, seed, K, log_every, net, tracker)
+    bar = _progress(K - k0, progress)
+    for k in range(k0, K):
         net.set_iteration(k)
         state = algorithm.step(ctx, state, k)
         _check_finite(state, k + 1)
@@ -200,6 +225,11 @@ def run(algorithm: Algorithm, problem: Problem, graph: Graph, iterations: int,
             callback(k + 1, state)
         if (k + 1) % log_every == 0 or k + 1 == K:
             tracker.log(k + 1, algorithm.iterate(state), state)
+        if checkpoint is not None and checkpoint_every and (k + 1) % checkpoint_every == 0:
+            checkpoint({"iteration": k + 1, "algorithm": algorithm.name,
+                        "params": algorithm.params(), "seed": seed, "n": graph.n,
+                        "state": {name: t.detach().clone() for name, t in state.items()},
+                        "history": copy.deepcopy(tracker.rows), "network": net.state_dict()})
         if bar is not None:
             bar.update(1)
     if bar is not None:

@@ -1,0 +1,295 @@
+"""The distributed backend reproduces the simulated one; faults stop every rank; resume is exact.
+
+Local gloo groups on 127.0.0.1 (``dpnet.distributed.launch``). Each spawned group runs a batch of
+checks (a group costs ~0.2 s once the fork server has imported dpnet), and the module-scoped
+fixtures share the groups between the parametrised tests.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import dpnet
+from dpnet import compression, digraphs, graphs, noise
+from dpnet import distributed as D
+from dpnet.algorithms import available
+from dpnet.errors import ParameterError
+from dpnet.network import Network
+from dpnet.problems import LogisticRegression, NonconvexLogistic
+from dpnet.problems.online import LogisticSamples, OnlineProblem
+
+K = 12           # iterations of the equality runs
+LOG_EVERY = 3
+SEED = 5
+# distance to a fixed point (the problems' optima would cost an L-BFGS solve on every rank)
+RUN = dict(seed=SEED, record=True, log_every=LOG_EVERY, reference=torch.full((5,), 0.1))
+
+
+def _lap(scale=0.05, q=0.9):
+    return noise.Laplace(scale, decay=q)
+
+
+def _smooth(n):
+    return NonconvexLogistic.random(n_agents=n, samples=12, dim=5, seed=1)
+
+
+def _samples(n):  # finite sums: minibatch draws are keyed by (seed, agent, iteration)
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((n, 12, 5))
+    return LogisticRegression(A, np.sign(A[:, :, 0] + 0.3 * rng.standard_normal((n, 12))),
+                              reg=0.05)
+
+
+def _online(n):  # paper 002's online problem: samples acquired over time, per agent
+    rng = np.random.default_rng(0)
+    A = (rng.random((48, 5)) < 0.5).astype(float)
+    return OnlineProblem(LogisticSamples(A, rng.choice([-1.0, 1.0], 48), reg=0.05), n, batch=2)
+
+
+# One line per registered algorithm: (algorithm, problem, "undirected" | "directed" graph).
+# A new algorithm needs one entry; test_every_algorithm_has_a_case fails until it has one.
+CASES = {
+    "dgd": lambda n: (dpnet.algorithms.DGD(eta=0.1), _smooth(n), "undirected"),
+    "dsgd": lambda n: (dpnet.algorithms.DSGD(eta=0.1, batch_size=4), _samples(n), "undirected"),
+    "gradient_tracking": lambda n: (dpnet.algorithms.GradientTracking(eta=0.1), _smooth(n),
+                                    "undirected"),
+    "diadsp": lambda n: (dpnet.algorithms.DiaDSP(eta=0.1, noise_x=_lap(), noise_y=_lap()),
+                         _smooth(n), "undirected"),
+    "pgtc": lambda n: (dpnet.algorithms.PGTC(eta=0.1, gamma=0.3, alpha_x=0.5, alpha_y=0.5,
+                                             compressor=compression.TopK(2), noise_x=_lap(),
+                                             noise_y=_lap()), _smooth(n), "undirected"),
+    "ppdc": lambda n: (dpnet.algorithms.PPDC(eta=0.1, gamma=0.3, omega=0.5, alpha_x=0.5,
+                                             compressor=compression.BiasedQuantizer(3),
+                                             noise_x=_lap(), noise_v=_lap()), _smooth(n),
+                       "undirected"),
+    "dpp2": lambda n: (dpnet.algorithms.DPP2(alpha=1.0, beta=0.3, rho=0.5, eta="random",
+                                             noise_w=_lap(), noise_e=_lap()), _smooth(n),
+                       "undirected"),
+    "directed_dpgt": lambda n: (dpnet.algorithms.DirectedDPGT(0.2, 0.2, 0.05, batch=4,
+                                                              noise_x=_lap(), noise_y=_lap()),
+                                _samples(n), "directed"),
+    "ldp_online": lambda n: (dpnet.algorithms.LDPOnline(0.8, 0.71, 0.3, 0.55), _online(n),
+                             "undirected"),
+    "ldol": lambda n: (dpnet.algorithms.LDOL(0.8, 0.9, 0.5, 0.8, 0.3, 0.2), _online(n),
+                       "undirected"),
+    "dola": lambda n: (dpnet.algorithms.DOLA(0.7, 0.5, 0.2), _online(n), "undirected"),
+    "dmod": lambda n: (dpnet.algorithms.DMOD(0.7, 0.5, 0.2), _online(n), "undirected"),
+}
+NAMES = sorted(set(available()) & set(CASES))
+
+
+def _setup(name: str, n: int, undirected=graphs.ring):
+    alg, problem, kind = CASES[name](n)
+    # R and C drawn independently: exchanges under "R" and "C" reach different neighbours
+    graph = digraphs.random_digraph(n, p=0.3, seed=2) if kind == "directed" else undirected(n)
+    return alg, problem, graph
+
+
+LAYOUTS = {  # world size -> (n, split, undirected graph): uneven blocks in the 3-rank group
+    2: (6, None, graphs.ring),
+    3: (7, [1, 4, 2], graphs.path),
+}
+
+
+# -- jobs run in every rank of a local group (module-level, so the children can import them) ----
+class _Stop:
+    """Picklable callback: raise on every rank at iteration ``k`` (an interrupted run)."""
+
+    def __init__(self, k):
+        self.k = k
+
+    def __call__(self, k, state):
+        if k == self.k:
+            raise RuntimeError(f"interrupted at iteration {k}")
+
+
+def _equality_job(world, ckpt_root):
+    n, split, und = LAYOUTS[world]
+    out = {}
+    for name in NAMES:
+        alg, problem, graph = _setup(name, n, und)
+        out[name] = D.run(alg, problem, graph, K, split=split, timeout=30, **RUN)
+    # layout: who talks to whom, and what crossed the wire for one exchange
+    alg, problem, graph = _setup("diadsp", n, und)
+    net = D.DistributedNetwork(graph, split=split, timeout=30)
+    net.exchange(torch.ones(net.n_local, 3, dtype=torch.float64), "probe")
+    out["layout"] = (net.describe(), dict(net.wire))
+    net.close()
+    # checkpoint / resume: an uninterrupted run, an interrupted one, its resumption
+    alg, problem, graph = _setup("pgtc", n, und)
+    kw = dict(split=split, timeout=30, checkpoint_every=4, **RUN)
+    full = D.run(alg, problem, graph, 14, checkpoint_dir=f"{ckpt_root}/full", **kw)
+    try:
+        D.run(alg, problem, graph, 14, checkpoint_dir=f"{ckpt_root}/cut", callback=_Stop(11),
+              **kw)
+    except RuntimeError as err:
+        interrupted = str(err)
+    else:
+        interrupted = None
+    resumed = D.run(alg, problem, graph, 14, checkpoint_dir=f"{ckpt_root}/cut", resume=True, **kw)
+    files = sorted(os.listdir(f"{ckpt_root}/cut"))
+    out["resume"] = (full, interrupted, resumed, files)
+    return out
+
+
+@pytest.fixture(scope="module", params=[2, 3], ids=["2ranks", "3ranks-uneven"])
+def group(request, tmp_path_factory):
+    world = request.param
+    root = tmp_path_factory.mktemp(f"ckpt{world}")
+    outcomes = D.launch(_equality_job, world, world, str(root), timeout=30)
+    return world, [o.unwrap() for o in outcomes]
+
+
+# -- equality with the simulated backend --------------------------------------------------------
+def test_every_algorithm_has_a_case():
+    missing = sorted(set(available()) - set(CASES))
+    assert not missing, (f"no distributed-equality case for {missing}: add a constructor to "
+                         "CASES in tests/test_distributed.py")
+
+
+def _assert_same_run(a, b, atol=1e-12):
+    np.testing.assert_allclose(a.x, b.x, rtol=1e-12, atol=atol)
+    assert a.history.keys() == b.history.keys()
+    for key in a.history:
+        np.testing.assert_allclose(a.history[key], b.history[key], rtol=1e-12, atol=atol,
+                                   err_msg=key)
+    assert a.state.keys() == b.state.keys()
+    for key in a.state:
+        np.testing.assert_allclose(a.state[key], b.state[key], rtol=1e-12, atol=atol, err_msg=key)
+    assert a.ledger.per_agent.tolist() == b.ledger.per_agent.tolist()
+    assert a.ledger.per_name == b.ledger.per_name
+    np.testing.assert_array_equal(a.ledger.per_iteration(), b.ledger.per_iteration())
+    np.testing.assert_array_equal(a.ledger.per_agent_iteration(), b.ledger.per_agent_iteration())
+    assert len(a.transcript) == len(b.transcript)
+    for ea, eb in zip(a.transcript.entries, b.transcript.entries):
+        assert (ea.iteration, ea.name) == (eb.iteration, eb.name)
+        np.testing.assert_array_equal(ea.senders, eb.senders)
+        np.testing.assert_allclose(ea.messages.numpy(), eb.messages.numpy(), rtol=1e-12,
+                                   atol=atol)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_distributed_equals_simulated(group, name):
+    world, per_rank = group
+    n, split, und = LAYOUTS[world]
+    alg, problem, graph = _setup(name, n, und)
+    ref = dpnet.run(alg, problem, graph, K, **RUN)
+    assert ref.history["iteration"].tolist() == [0, 3, 6, 9, 12]
+    assert ref.ledger.total > 0
+    for res in per_rank:  # every rank returns the same merged result
+        _assert_same_run(res[name], ref)
+
+
+def test_only_neighbouring_ranks_exchange(group):
+    world, per_rank = group
+    n, split, _ = LAYOUTS[world]
+    layouts = [res["layout"] for res in per_rank]
+    offsets = D.block_offsets(n, world, split)
+    assert [tuple(d["agents"]) for d, _ in layouts] == list(zip(offsets[:-1], offsets[1:]))
+    if world == 3:  # path 0-1-...-6 split {0} {1..4} {5, 6}: ranks 0 and 2 share no edge
+        assert [d["peers"] for d, _ in layouts] == [[1], [0, 2], [1]]
+        assert [d["halo"] for d, _ in layouts] == [[0, 1], [1, 2, 3, 4, 0, 5], [5, 6, 4]]
+        # one row of 3 float64 per neighbouring block: the wire carries one copy per rank pair
+        assert [w["p2p_bytes"] for _, w in layouts] == [24, 48, 24]
+    else:  # ring of 6 on blocks {0,1,2} {3,4,5}: two boundary rows each way
+        assert [d["halo"] for d, _ in layouts] == [[0, 1, 2, 3, 5], [3, 4, 5, 0, 2]]
+        assert [w["p2p_bytes"] for _, w in layouts] == [48, 48]
+
+
+def test_checkpoint_resume_is_exact(group):
+    world, per_rank = group
+    for full, interrupted, resumed, files in (res["resume"] for res in per_rank):
+        assert interrupted is not None and "interrupted at iteration 11" in interrupted
+        # every 4 iterations (4, 8, then 12 after resuming from 8), the newest two kept
+        assert files == [f"ckpt-{k:09d}.rank{r}-of-{world}.pt" for k in (8, 12)
+                         for r in range(world)]
+        _assert_same_run(resumed, full, atol=0.0)  # bit for bit
+        np.testing.assert_array_equal(resumed.x, full.x)
+
+
+# -- faults ---------------------------------------------------------------------------------
+def _fault_job(n, how, timeout):
+    alg = dpnet.algorithms.DiaDSP(eta=0.1)
+    problem = NonconvexLogistic.random(n_agents=n, samples=12, dim=5, seed=1)
+    cb = _Fault(torch.distributed.get_world_size() - 1, 5, how)
+    try:
+        D.run(alg, problem, graphs.ring(n), 10_000, timeout=timeout, log_every=50,
+              reference=None, callback=cb)
+    except D.DistributedError as err:  # how long after the fault did this rank notice?
+        raise D.DistributedError(f"{err} [noticed {time.monotonic() - cb.t_fault:.3f} s after "
+                                 "the fault]") from err
+
+
+class _Fault:
+    """Picklable callback: at iteration k, rank ``rank`` dies (SIGKILL) or hangs; every rank
+    notes when iteration k was reached."""
+
+    def __init__(self, rank, k, how):
+        self.rank, self.k, self.how, self.t_fault = rank, k, how, None
+
+    def __call__(self, k, state):
+        if k == self.k:
+            self.t_fault = time.monotonic()
+            if torch.distributed.get_rank() == self.rank:
+                if self.how == "kill":
+                    os.kill(os.getpid(), signal.SIGKILL)
+                time.sleep(120)
+
+
+@pytest.mark.parametrize("how, world, timeout", [("kill", 3, 10.0), ("hang", 2, 2.0)])
+def test_dead_or_hung_rank_stops_the_others_with_a_clear_error(how, world, timeout):
+    start = time.monotonic()
+    outcomes = D.launch(_fault_job, world, 6, how, timeout, timeout=timeout, grace=0.5)
+    assert time.monotonic() - start < 60
+    assert not outcomes[-1].ok  # the victim was killed (by itself, or by launch once hung)
+    for o in outcomes[:-1]:
+        assert o.error_type == "DistributedError", o.error
+        message = o.error
+        since_fault = float(re.search(r"noticed ([0-9.]+) s after the fault", message).group(1))
+        assert f"of {world} stopped at iteration" in message
+        assert f"rank {world - 1}" in message or "a peer rank" in message
+        if how == "kill":  # noticed at once (closed sockets), not after the timeout
+            assert "the connection was closed: the peer process exited" in message
+            assert since_fault < timeout / 2
+        else:
+            assert f"no answer within timeout = {timeout:g} s" in message
+            assert timeout - 0.5 <= since_fault < timeout + 10
+
+
+# -- the same hooks on the simulated backend -----------------------------------------------
+def test_simulated_resume_and_single_allreduce_moments():
+    alg, problem, graph = _setup("pgtc", 6)
+    snaps = []
+    full = dpnet.run(alg, problem, graph, 10, seed=SEED, record=True, log_every=3,
+                     checkpoint=snaps.append, checkpoint_every=4)
+    assert [s["iteration"] for s in snaps] == [4, 8]
+    resumed = dpnet.run(alg, problem, graph, 10, seed=SEED, record=True, log_every=3,
+                        resume=snaps[0])
+    _assert_same_run(resumed, full, atol=0.0)
+    # resuming with other parameters, seed or record flag is refused with the reason
+    with pytest.raises(ParameterError, match="resume.seed"):
+        dpnet.run(alg, problem, graph, 10, seed=SEED + 1, record=True, resume=snaps[0])
+    with pytest.raises(ParameterError, match="record"):
+        dpnet.run(alg, problem, graph, 10, seed=SEED, resume=snaps[0])
+    X = torch.from_numpy(np.random.default_rng(0).standard_normal((6, 3)))
+    xbar, spread, (a, b) = Network(graph).moments(X, [2.0, 5.0])
+    assert torch.allclose(xbar, X.mean(0)) and (a, b) == (2.0, 5.0)
+    assert spread == pytest.approx(float(((X - X.mean(0)) ** 2).sum()), rel=1e-14)
+
+
+def test_block_offsets_and_bad_splits():
+    assert D.block_offsets(7, 3).tolist() == [0, 3, 5, 7]
+    assert D.block_offsets(7, 3, [1, 4, 2]).tolist() == [0, 1, 5, 7]
+    for bad, cond in (([3, 3], "one block size per rank"), ([0, 4, 3], ">= 1"),
+                      ([2, 2, 2], "summing to n = 7"), ([1.5, 3.5, 2], "integer")):
+        with pytest.raises(ParameterError, match=cond):
+            D.block_offsets(7, 3, bad)
+    with pytest.raises(ParameterError, match="at most n = 2 processes"):
+        D.block_offsets(2, 3)
