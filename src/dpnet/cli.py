@@ -267,6 +267,16 @@ def make_parser() -> argparse.ArgumentParser:
 _SUBCOMMAND_HOOKS: list = []
 
 
+def _audit_subcommand(sub) -> None:
+    """``dpnet audit NAME ... | --attack ...``: see :mod:`dpnet.privacy.audit`."""
+    from .privacy.audit import add_subcommand
+
+    add_subcommand(sub)
+
+
+_SUBCOMMAND_HOOKS.append(_audit_subcommand)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = make_parser()
     args, extra = parser.parse_known_args(argv)

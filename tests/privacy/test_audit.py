@@ -172,3 +172,21 @@ def test_audit_is_reproducible_and_reports(tmp_path, audits):
 def test_unknown_target_names_the_known_ones():
     with pytest.raises(dpnet.UnknownNameError, match="diadsp"):
         A.get_target("nope")
+
+
+def test_cli_audit_and_attack(tmp_path, capsys):
+    from dpnet.cli import main
+
+    assert main(["audit", "diadsp-prop1", "--repetitions", "4000", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "diadsp-prop1.md").exists() and (tmp_path / "diadsp-prop1.png").exists()
+    summary = (tmp_path / "audit.md").read_text()
+    assert "dpnet audit diadsp-prop1 --repetitions 4000" in summary
+    assert "| diadsp-prop1 |" in summary
+    assert main(["audit", "diadsp-prop1", "--repetitions", "4000", "--noise-factor", "0.5",
+                 "--out", str(tmp_path)]) == 0     # a mutation run reports, it does not fail
+    assert "VIOLATION" in (tmp_path / "diadsp-prop1-x0.5.md").read_text()
+    assert main(["audit", "--attack", "dgd", "--iterations", "6", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "attacks.md").exists()
+    assert main(["audit", "--list"]) == 0
+    assert "diadsp-prop1-xleak" in capsys.readouterr().out
+    assert main(["audit", "nope", "--out", str(tmp_path)]) == 2
