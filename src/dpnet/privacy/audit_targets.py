@@ -285,6 +285,22 @@ register_target(AuditTarget(
     adjacency=ADJ_000,
     note="Theorem 6 (printed), identity compressor; only x^a is on the wire."))
 
+register_target(AuditTarget(
+    name="ppdc-prop2-xleak",
+    requires="ppdc",
+    algorithm=lambda: _alg("ppdc", 0.5, 0.5, 1.0, 0.5, Identity(), 2.0, 50.0, q=0.2),
+    problems=lambda: linear_pair(N, 1, AGENT, M=1.0, smoothness=0.01),
+    graph=_graph, iterations=2, x0=X0_1, constants={"adjacency": 2.0}, claim_iterations=None,
+    features=lambda: ppdc_features(_W(), 0.5, 0.5, 1.0, 0.5),
+    adjacency=ADJ_000 + "; gradient difference constant = delta = 2 (Assumption 6); declared "
+              "L_f = 0.01",
+    expected_violation=(
+        "Proposition 2 of paper 000 charges the x-noise delta/s_x (tau = 1/s_x + 1/(eta s_v)), "
+        "but x^a_1 = x^a_0 - eta (gamma L x_hat_0 + grad f) + xi_x,1 is shifted by eta*delta "
+        "under noise of scale s_x q: eta delta/(s_x q) = 2.5 here (eta = 0.5 > q = 0.2), "
+        "against the claimed 1.27."),
+    note="Finding: Proposition 2 under-counts the x-noise term when eta > q."))
+
 # -- paper 004: DPP2 -----------------------------------------------------------------------------
 
 ADJ_004 = ("delta-adjacent function sets (Definition 1 of paper 004): f_0(x) = +x vs -x, "
