@@ -104,6 +104,17 @@ def _smallest_multiplier(eps, target: float) -> float:
     return s * t0
 
 
+def log10_iteration_sum(r: float, K: int, variant: str = "conservative") -> float:
+    """``log10`` of :func:`iteration_sum`, finite where the sum itself overflows a float (r = 0.1
+    and K = 500 give 10^500): ``-K log10 r + log10((1 - r^n) / (1 - r))`` for the n terms."""
+    require(variant in VARIANTS, "variant", variant, f"one of {VARIANTS}")
+    require(0 < r < 1, "r", r, "0 < r < 1 (noise decay rate of Section III-B)")
+    n = K + 1 if variant == "conservative" else K
+    if n <= 0:
+        return -math.inf
+    return -K * math.log10(r) + math.log10(-math.expm1(n * math.log(r)) / (1.0 - r))
+
+
 def calibrate_scale(target: float, d: int, alpha: float, smoothness: float, adjacency: float,
                     r: float, K: int, variant: str = "conservative", w_ratio: float = 1.0) -> float:
     """Smallest u with ``theorem3_epsilon(u_e=u, u_w=w_ratio*u) <= target`` (never overshoots)."""

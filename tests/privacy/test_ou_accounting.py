@@ -191,3 +191,14 @@ def test_privacy_from_constants_only():
     c = math.sqrt(10) * (1 / 1.0 + 0.0994 / 0.994) / (1 - 0.0994 * 5.03)
     assert g.epsilon == pytest.approx(c * sum(0.9 ** -k for k in range(21)), rel=1e-12)
     assert len(g.per_agent) == 50
+
+
+@pytest.mark.parametrize("r, K", [(0.5, 10), (0.9, 100), (0.3, 3), (0.99, 1), (0.1, 250)])
+@pytest.mark.parametrize("variant", ou.VARIANTS)
+def test_log10_sum_matches_and_survives_overflow(r, K, variant):
+    assert ou.log10_iteration_sum(r, K, variant) == pytest.approx(
+        math.log10(ou.iteration_sum(r, K, variant)), rel=1e-12)
+    # r = 0.1, K = 500: 10^500 overflows a float, its logarithm does not
+    assert ou.log10_iteration_sum(0.1, 500, variant) == pytest.approx(
+        500 + math.log10((1 - 0.1 ** (501 if variant == "conservative" else 500)) / 0.9))
+    assert ou.iteration_sum(0.1, 500, variant) == math.inf

@@ -1,0 +1,81 @@
+"""Paper 004's figures (ou-fig1 ... ou-fig3) in their --quick form: each writes its CSV, PNG and
+markdown report and evaluates the paper's claims with measured numbers (whether the claims pass
+is the full run's business); the setting and the side-by-side epsilons are checked by hand."""
+
+import json
+import math
+
+import pytest
+
+from dpnet import experiments
+from dpnet.experiments import ou as exp
+from dpnet.privacy import ou
+
+NAMES = ["ou-fig1", "ou-fig2", "ou-fig3"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_quick_variant_writes_a_report_with_evaluated_claims(name, tmp_path):
+    report = experiments.reproduce(name, quick=True, outdir=tmp_path)
+    for ext in ("md", "png", "csv", "json"):
+        assert (tmp_path / f"{name}.{ext}").stat().st_size > 0
+    assert report.claims
+    for claim in report.claims:
+        assert claim.passed in (True, False, None) and claim.measured
+    assert any(c.passed is not None for c in report.claims)
+    text = (tmp_path / f"{name}.md").read_text()
+    assert "## Claims" in text and "## Choices where the paper is silent" in text
+    assert "255 edges (paper: 255)" in text and "smoothness Mbar of the generated data" in text
+    summary = json.loads((tmp_path / f"{name}.json").read_text())
+    assert summary["quick"] is True and len(summary["claims"]) == len(report.claims)
+    assert len(report.rows) > 0
+    if name == "ou-fig3":
+        assert "log10 eps DPP2" in text and "log10 eps DiaDSP" in text and "delta = 2M" in text
+
+
+def test_setting_matches_the_paper():
+    class Sink:
+        def setting(self, *a):
+            pass
+
+        choice = setting
+
+    problem, graph = exp._setup(Sink())
+    assert (problem.n_agents, problem.dim, problem.m, problem.lam, problem.alpha) == \
+        (50, 10, 200, 1e-3, 1.0)
+    assert problem.convention == "sum"
+    assert len(graph.edges) == 255 and graph.is_connected()
+    algs = exp._fig3_algorithms(0.3)
+    d = algs["DPP2"]
+    assert (d.alpha, d.beta, d.rho, d.eta) == (0.0994, 0.05, 10.0, "random")
+    assert d.noise_w.scale_at(2, 50)[0] == pytest.approx(0.994 * 0.09)
+    assert algs["DiaDSP"].noise_y.scale_at(1, 50)[0] == pytest.approx(5 * 0.3)
+    assert (algs["PPDC"].gamma, algs["PPDC"].omega, algs["PPDC"].eta) == (65.0, 5.0, 0.01)
+
+
+def test_side_by_side_epsilons_agree_with_each_algorithms_own_accountant():
+    class Sink:
+        def setting(self, *a):
+            pass
+
+        choice = setting
+
+    problem, graph = exp._setup(Sink())
+    M = problem.gradient_bound()
+    r, K = 0.9, 500                                    # finite in floating point (~1e24)
+    logs = exp._log10_eps(problem, r, K, M, 2 * M)
+    algs = exp._fig3_algorithms(r)
+    own = {"DPP2": algs["DPP2"].privacy(problem, graph, K, adjacency=2 * M).epsilon,
+           "DiaDSP": algs["DiaDSP"].privacy(problem, graph, K, gradient_bound=M).epsilon,
+           "PPDC": algs["PPDC"].privacy(problem, graph, K, gradient_bound=M).epsilon}
+    for name, eps in own.items():
+        assert math.isfinite(eps) and logs[name] == pytest.approx(math.log10(eps), abs=1e-9)
+    printed = algs["DPP2"].privacy(problem, graph, K, adjacency=2 * M, variant="printed")
+    assert logs["DPP2 (printed k=1..K)"] == pytest.approx(math.log10(printed.epsilon), abs=1e-9)
+    # the per-iteration factors: paper 000 gives DiaDSP and PPDC exactly sqrt(d) M here
+    # (4 (0.1/2 + 1/5) = 2 (0.1/1 + 2/5) = 1); DPP2's is sqrt(d) 2M (1 + 0.1) / (1 - alpha Mbar)
+    s = ou.log10_iteration_sum(r, K)
+    assert 10 ** (logs["DiaDSP"] - s) == pytest.approx(math.sqrt(10) * M, rel=1e-12)
+    assert 10 ** (logs["PPDC"] - s) == pytest.approx(math.sqrt(10) * M, rel=1e-12)
+    c = math.sqrt(10) * 2 * M * (1 + 0.0994 / 0.994) / (1 - 0.0994 * problem.smoothness)
+    assert 10 ** (logs["DPP2"] - s) == pytest.approx(c, rel=1e-12)
