@@ -32,3 +32,26 @@ def test_cw_fig1_quick(tiny_mushrooms, tmp_path):
     target = max(r["eps_i"] for r in rep.tables[0][1])
     for name in ("DOLA", "DMOD"):
         assert budgets[name]["own budget"] == pytest.approx(target, rel=1e-9)
+
+
+@pytest.fixture
+def tiny_images(monkeypatch):
+    def load(name):
+        if name == "mnist":
+            return (data.load_mnist("train", root=FIX, verify=False, download=False),
+                    data.load_mnist("test", root=FIX, verify=False, download=False))
+        return (data.load_cifar10("train", root=FIX, verify=False, download=False),
+                data.load_cifar10("test", root=FIX, verify=False, download=False))
+    monkeypatch.setattr(chen_wang, "_load_images", load)
+
+
+@pytest.mark.parametrize("name", ["cw-fig2", "cw-fig3"])
+def test_cnn_figures_quick(tiny_images, tmp_path, name):
+    rep = get(name).run(quick=True, outdir=tmp_path)
+    text = (tmp_path / f"{name}.md").read_text()
+    assert "exact all-data gradient" in text
+    assert name == "cw-fig3" or "APPROXIMATE" in text
+    labels = {r["algorithm"] for r in rep.rows}
+    assert {"Algorithm 1", "DSGD (no noise)", "LDOL (17)", "DOLA", "DMOD"} <= labels
+    assert all(0.0 <= r["test_accuracy"] <= 1.0 for r in rep.rows)
+    assert any("most accurate private" in c.text for c in rep.claims)
