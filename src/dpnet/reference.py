@@ -708,3 +708,114 @@ def dola(A: np.ndarray, grads: Sequence[Grad], x0: np.ndarray, alpha0: float, po
         w = new
         ws.append(np.stack(w))
     return np.stack(ws)
+
+
+# ---- paper 001 (Huo et al.): DO-ADP and its baselines ---------------------------------------
+
+def clip_vector(g: np.ndarray, bound: float, kind: str = "coordinate") -> np.ndarray:
+    """Per-sample clipping: every coordinate into ``[-G/sqrt(d), G/sqrt(d)]`` ("coordinate",
+    Assumption 2 of paper 001) or the l2 norm to at most G ("l2")."""
+    if kind == "coordinate":
+        c = bound / np.sqrt(g.size)
+        return np.minimum(np.maximum(g, -c), c)
+    norm = float(np.sqrt(np.sum(g * g)))
+    return g if norm <= bound else g * (bound / norm)
+
+
+def clipped_logistic_grad(A: np.ndarray, b: np.ndarray, reg: float, agent: int, batch_size: int,
+                          bound: float | None, kind: str = "coordinate", seed: int = 0,
+                          purpose: str = "sample") -> Grad:
+    """Agent ``agent``'s minibatch gradient of ``l(x, (a, b)) = log(1 + exp(-b a^T x)) +
+    reg/2 ||x||^2``: each drawn sample's gradient ``-b a / (1 + exp(b a^T x)) + reg x`` clipped
+    (``bound=None``: not clipped), then averaged."""
+    A, b = np.asarray(A, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    rng = Streams(seed)
+
+    def grad(x: np.ndarray, k: int = 0) -> np.ndarray:
+        idx = minibatch(rng, purpose, k, agent, len(b), batch_size)
+        out = np.zeros_like(x)
+        for j in idx:
+            g = -b[j] * A[j] * _sigmoid(-b[j] * (A[j] @ x)) + reg * x
+            out = out + (g if bound is None else clip_vector(g, bound, kind))
+        return out / len(idx)
+
+    return grad
+
+
+def _topk(v: np.ndarray, k: int) -> np.ndarray:
+    out = np.zeros_like(v)
+    idx = np.argsort(-np.abs(v), kind="stable")[:k]
+    out[idx] = v[idx]
+    return out
+
+
+def doadp(W: np.ndarray, grads: Sequence[Grad], x0: np.ndarray, alpha: float, gamma: float,
+          beta: float, sigma: float, p: float, k: int, iterations: int,
+          seed: int = 0) -> dict[str, np.ndarray]:
+    """DO-ADP, paper 001 Algorithm 1 / eq. (5), per agent i (each holder i keeps its own copies
+    ``x_hat[i][j]`` of every j in ``N_i + {i}``, all zero at start; ``m_i = 0``):
+
+    ``eta_i ~ Bern(p)`` (``Streams(seed).bernoulli("activation", t, [i], p)``)
+    active: ``m_i <- g_i(x_i, t) + theta_i + beta m_i`` with ``theta_i = sigma *
+    gaussian("noise", t, [i], d)``, ``x_i <- x_i - alpha m_i + gamma sum_{j in N_i} w_ij
+    (x_hat[i][j] - x_hat[i][i])``, ``s_i = Top_k(x_i^+ - x_hat[i][i])`` is sent
+    inactive: ``m_i <- beta m_i``, ``x_i <- x_i + gamma sum_{j in N_i} w_ij (x_hat[i][j] -
+    x_hat[i][i])``, nothing is sent
+    every holder i of j's copy: ``x_hat[i][j] += s_j`` for active j.
+
+    Returns ``x``, ``m`` (``(T+1, n, d)``), ``active`` (``(T, n)``) and ``s`` (``(T, n, d)``,
+    zero rows for silent agents)."""
+    W = np.asarray(W, dtype=np.float64)
+    n, d = W.shape[0], np.asarray(x0).shape[1]
+    nb = [[j for j in row if j != i] for i, row in enumerate(in_neighbours(W))]
+    rng = Streams(seed)
+    x = [np.array(x0[i], dtype=np.float64) for i in range(n)]
+    m = [np.zeros(d) for _ in range(n)]
+    hat = [{j: np.zeros(d) for j in [i, *nb[i]]} for i in range(n)]
+    out: dict[str, list] = {"x": [np.stack(x)], "m": [np.stack(m)], "active": [], "s": []}
+    for t in range(iterations):
+        eta = [bool(rng.bernoulli("activation", t, [i], p)[0]) for i in range(n)]
+        x_new, m_new, s = [], [], []
+        for i in range(n):
+            cons = np.zeros(d)
+            for j in nb[i]:
+                cons = cons + W[i, j] * (hat[i][j] - hat[i][i])
+            if eta[i]:
+                theta = agent_noise(rng, "noise", t, i, d, sigma, "gaussian")
+                m_new.append(grads[i](x[i], t) + theta + beta * m[i])             # (5a)
+                x_new.append(x[i] - alpha * m_new[i] + gamma * cons)              # (5b)
+                s.append(_topk(x_new[i] - hat[i][i], k))                          # (5c)
+            else:
+                m_new.append(beta * m[i])
+                x_new.append(x[i] + gamma * cons)
+                s.append(np.zeros(d))
+        for i in range(n):
+            for j in hat[i]:
+                if eta[j]:
+                    hat[i][j] = hat[i][j] + s[j]                                  # (5d)
+        x, m = x_new, m_new
+        out["x"].append(np.stack(x))
+        out["m"].append(np.stack(m))
+        out["active"].append(np.array(eta))
+        out["s"].append(np.stack(s))
+    return {key: np.stack(val) if val else np.zeros((0, n, d)) for key, val in out.items()}
+
+
+def momentum_dsgd(W: np.ndarray, grads: Sequence[Grad], x0: np.ndarray, alpha: float,
+                  gamma: float, beta: float, iterations: int, m0: np.ndarray | None = None,
+                  t0: int = 0) -> np.ndarray:
+    """Decentralized momentum SGD, paper 001 eq. (2), per agent: ``m_i <- g_i(x_i, t) + beta
+    m_i``, ``x_i <- x_i - alpha m_i + gamma sum_{j in N_i} w_ij (x_j - x_i)``, for t = t0 ..
+    t0 + iterations - 1 from ``(x0, m0)``. Returns ``(iterations+1, n, d)``."""
+    W = np.asarray(W, dtype=np.float64)
+    n, d = W.shape[0], np.asarray(x0).shape[1]
+    nb = [[j for j in row if j != i] for i, row in enumerate(in_neighbours(W))]
+    x = [np.array(x0[i], dtype=np.float64) for i in range(n)]
+    m = [np.zeros(d) if m0 is None else np.array(m0[i], dtype=np.float64) for i in range(n)]
+    xs = [np.stack(x)]
+    for t in range(t0, t0 + iterations):
+        m = [grads[i](x[i], t) + beta * m[i] for i in range(n)]
+        x = [x[i] - alpha * m[i] + gamma * sum((W[i, j] * (x[j] - x[i]) for j in nb[i]),
+                                               np.zeros(d)) for i in range(n)]
+        xs.append(np.stack(x))
+    return np.stack(xs)

@@ -1,0 +1,172 @@
+"""DO-ADP (Huo, Liu, Ding, Johansson, Shi; paper 001), Algorithm 1 / eq. (5), and the momentum
+DSGD (2) it builds on.
+
+Per agent i at iteration t, with activity ``eta_{i,t} ~ Bern(p)``, a stochastic gradient
+``g_{i,t}`` of ``batch_size`` local samples (each per-sample gradient clipped, ``clip``; the
+paper: one sample, per-coordinate clipping at ``G/sqrt(d)``) and noise
+``theta_{i,t} ~ N(0, sigma^2 I_d)``:
+
+    m_{i,t+1} = eta_{i,t} (g_{i,t} + theta_{i,t}) + beta m_{i,t}                         (5a)
+    x_{i,t+1} = x_{i,t} - eta_{i,t} alpha m_{i,t+1} + gamma sum_j w_ij (x^_{j,t} - x^_{i,t})  (5b)
+    s_{i,t}   = Top_k(x_{i,t+1} - x^_{i,t})            (sent only when eta_{i,t} = 1)   (5c)
+    x^_{j,t+1} = x^_{j,t} + eta_{j,t} s_{j,t}            (every holder of j's copy)      (5d)
+
+with ``x_{i,0} = x_0``, ``x^_{i,0} = 0``, ``m_{i,0} = 0``. The consensus term reads the public
+copies before this round's messages; Top-k compresses the new state minus the old public copy;
+noise enters only through active agents' momentum. Inactive agents compute no gradient, draw no
+noise that is used, send nothing and are charged no bits (``exchange(active=...)``). Gradients,
+activation and noise come from the run's streams under the purposes ``"sample"``,
+``"activation"`` and ``"noise"``.
+
+Invariant (W symmetric, doubly stochastic): ``xbar_{t+1} = xbar_t - (alpha/n) sum_i eta_{i,t}
+m_{i,t+1}`` (the consensus term on the copies sums to zero). With ``p = 1``, ``k = d`` and
+``sigma = 0``, ``x^_{i,t} = x_{i,t}`` for t >= 1 and DO-ADP is momentum DSGD (2)
+(:class:`MomentumDSGD`) from t = 1 on (from t = 0 when all agents start at the same x_0).
+
+Privacy: :mod:`dpnet.privacy.huo` (Theorem 1, its proof's accountant, dp-accounting RDP/PLD).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..compression import TopK
+from ..errors import ParameterError, nonnegative, positive, positive_int, require
+from ..noise import Gaussian
+from ..privacy import huo
+from ..privacy.guarantee import PrivacyGuarantee
+from ..problems.stochastic import Clip, as_clip, clipped_stochastic_grad
+from .base import Algorithm, Context, State, register
+
+
+def _momentum_params(alpha, gamma, beta, batch_size):
+    beta = nonnegative("beta", beta)
+    require(beta < 1, "beta", beta, "0 <= beta < 1 (momentum factor)")
+    return (positive("alpha", alpha), positive("gamma", gamma), beta,
+            positive_int("batch_size", batch_size))
+
+
+@register
+class DOADP(Algorithm):
+    name = "doadp"
+    paper = "Huo, Liu, Ding, Johansson, Shi: Algorithm 1, eq. (5) (paper 001)"
+    private = True
+
+    def __init__(self, alpha: float, gamma: float, beta: float, sigma: float = 0.0,
+                 p: float = 1.0, k: int | None = None, clip: Clip | float | None = None,
+                 batch_size: int = 1) -> None:
+        self.alpha, self.gamma, self.beta, self.batch_size = _momentum_params(
+            alpha, gamma, beta, batch_size)
+        self.sigma = nonnegative("sigma", sigma)
+        require(0 < p <= 1, "p", p, "0 < p <= 1 (activation probability; Theorem 2: p >= 1/2)")
+        self.p = float(p)
+        self.k = None if k is None else positive_int("k", k)
+        self.clip = as_clip(clip)
+        self._noise = Gaussian(self.sigma)
+
+    def check_graph(self, graph) -> None:
+        graph.require_mixing(self.name)
+        require(graph.is_symmetric(), "graph.W", graph.name, "DO-ADP needs a symmetric W "
+                "(Assumption 3)")
+
+    def check_problem(self, problem) -> None:
+        if self.k is not None:
+            TopK(self.k).check_dim(problem.dim)
+
+    def compressor(self, d: int) -> TopK:
+        return TopK(d if self.k is None else self.k)
+
+    def init(self, ctx: Context, x0) -> State:
+        zeros = torch.zeros_like(x0)
+        return {"x": x0, "m": zeros, "x_hat": ctx.net.halo_zeros(ctx.dim).to(x0.dtype),
+                "active": torch.ones(x0.shape[0], dtype=torch.bool)}
+
+    def step(self, ctx: Context, state: State, k: int) -> State:
+        net = ctx.net
+        x, m, x_hat = state["x"], state["m"], state["x_hat"]
+        active = torch.from_numpy(ctx.rng.bernoulli("activation", k, ctx.agents, self.p))
+        rows = active.nonzero().flatten()
+        upd = torch.zeros_like(x)                      # g + theta on active rows, 0 elsewhere
+        if len(rows):
+            g = clipped_stochastic_grad(ctx.problem, x[rows], ctx.rng, k, self.batch_size,
+                                        ctx.agents[rows.numpy()], clip=self.clip)
+            theta = ctx.noise(self._noise, "noise", k).to(x.dtype)[rows]
+            upd[rows] = g.to(x.dtype) + theta
+        m_next = upd + self.beta * m                                                   # (5a)
+        # gamma sum_j w_ij (x^_j - x^_i) = -gamma [L x^]_i, on the copies before this round
+        x_next = (x - self.alpha * active[:, None].to(x.dtype) * m_next
+                  - self.gamma * net.laplacian(x_hat))                                  # (5b)
+        s = net.exchange(x_next - net.own(x_hat), "s", self.compressor(x.shape[1]),
+                         active=active.numpy())                                        # (5c)
+        return {"x": x_next, "m": m_next, "x_hat": x_hat + s, "active": active}         # (5d)
+
+    # -- privacy ----------------------------------------------------------------------------
+    def mechanism(self, problem, iterations: int, gradient_bound: float | None = None
+                  ) -> huo.Mechanism:
+        """The per-agent mechanism of :mod:`dpnet.privacy.huo` for this run."""
+        d = problem.dim
+        if self.clip is not None:
+            require(self.clip.kind == "coordinate" or gradient_bound is not None, "clip",
+                    self.clip, "per-coordinate clipping (Assumption 2), or a gradient_bound G "
+                    "for which |grad_j| <= G/sqrt(d) is known to hold")
+        G = gradient_bound if gradient_bound is not None else (
+            self.clip.bound if self.clip is not None else None)
+        if G is None:
+            raise ParameterError("clip", None, "a clipping bound G (Assumption 2) or an explicit "
+                                 "gradient_bound for DO-ADP's accounting")
+        q = getattr(problem, "m", None)
+        require(q is not None, "problem", type(problem).__name__,
+                "a finite-sum problem with m local records per agent")
+        return huo.Mechanism(G=float(G), k=d if self.k is None else self.k, d=d, p=self.p,
+                             q=int(q), T=int(iterations), batch_size=self.batch_size)
+
+    def privacy(self, problem, graph, iterations: int | None = None, accountant: str = "theorem1",
+                delta0: float = 1e-5, delta: float | None = None,
+                gradient_bound: float | None = None, **kw: Any) -> PrivacyGuarantee:
+        """Per-agent (epsilon, delta) over ``iterations`` by ``accountant``: ``"theorem1"``
+        (raises when a hypothesis fails), ``"proof"``, ``"rdp"`` or ``"pld"`` (see
+        :mod:`dpnet.privacy.huo`; ``activation=``/``sensitivity=`` pass through)."""
+        if self.sigma == 0:
+            return PrivacyGuarantee.none("DO-ADP with sigma = 0 adds no noise", iterations)
+        require(iterations is not None, "iterations", iterations, "a finite horizon T")
+        mech = self.mechanism(problem, iterations, gradient_bound)
+        g = huo.guarantee(self.sigma, mech, accountant, delta0, delta, **kw)
+        return dataclasses.replace(g, per_agent=(g.epsilon,) * graph.n)
+
+
+@register
+class MomentumDSGD(Algorithm):
+    """Decentralized momentum SGD, eq. (2) of paper 001 (Yu, Jin & Yang 2019):
+
+        m_{i,t+1} = g_{i,t} + beta m_{i,t}
+        x_{i,t+1} = x_{i,t} - alpha m_{i,t+1} + gamma sum_j w_ij (x_{j,t} - x_{i,t})
+
+    with minibatch gradients of ``batch_size`` samples (optionally clipped per sample), drawn like
+    DO-ADP's (purpose ``"sample"``), and ``m_{i,0} = 0`` unless the start gives ``m``."""
+
+    name = "momentum_dsgd"
+    paper = "eq. (2) of Huo et al. (paper 001); Yu, Jin & Yang (2019)"
+
+    def __init__(self, alpha: float, gamma: float, beta: float, batch_size: int = 1,
+                 clip: Clip | float | None = None) -> None:
+        self.alpha, self.gamma, self.beta, self.batch_size = _momentum_params(
+            alpha, gamma, beta, batch_size)
+        self.clip = as_clip(clip)
+
+    def check_graph(self, graph) -> None:
+        graph.require_mixing(self.name)
+
+    def init(self, ctx: Context, x0) -> State:
+        return {"x": x0, "m": torch.zeros_like(x0)}
+
+    def step(self, ctx: Context, state: State, k: int) -> State:
+        x = state["x"]
+        g = clipped_stochastic_grad(ctx.problem, x, ctx.rng, k, self.batch_size,
+                                    np.asarray(ctx.agents), clip=self.clip)
+        m_next = g.to(x.dtype) + self.beta * state["m"]
+        x_next = x - self.alpha * m_next - self.gamma * ctx.net.laplacian(ctx.net.exchange(x, "x"))
+        return {"x": x_next, "m": m_next}
