@@ -293,3 +293,47 @@ def test_block_offsets_and_bad_splits():
             D.block_offsets(7, 3, bad)
     with pytest.raises(ParameterError, match="at most n = 2 processes"):
         D.block_offsets(2, 3)
+
+
+# -- the command line: dpnet run CONFIG --backend distributed (as under torchrun) ----------
+CONFIG = """
+seed = 2
+iterations = 20
+log_every = 5
+[graph]
+name = "ring"
+n = 5
+[problem]
+name = "nonconvex_logistic"
+samples = 10
+dim = 4
+[algorithm]
+name = "diadsp"
+eta = 0.1
+noise_x = { kind = "laplace", scale = 0.1, decay = 0.9 }
+[distributed]
+timeout = 30
+split = [3, 2]
+"""
+
+
+def _cli_job(config, out):
+    from dpnet import cli
+
+    return cli.main(["run", config, "--backend", "distributed", "--out", out, "--quiet"])
+
+
+def test_cli_backend_distributed_writes_once_and_equals_simulated(tmp_path, capsys):
+    from dpnet import cli
+
+    config = tmp_path / "c.toml"
+    config.write_text(CONFIG)
+    outcomes = D.launch(_cli_job, 2, str(config), str(tmp_path / "dist"), timeout=30)
+    assert [o.unwrap() for o in outcomes] == [0, 0]
+    assert cli.main(["run", str(config), "--out", str(tmp_path / "sim"), "--quiet"]) == 0
+    dist_csv = np.genfromtxt(tmp_path / "dist" / "result.csv", delimiter=",", names=True)
+    sim_csv = np.genfromtxt(tmp_path / "sim" / "result.csv", delimiter=",", names=True)
+    assert dist_csv.dtype.names == sim_csv.dtype.names and len(dist_csv) == 5
+    for key in sim_csv.dtype.names:
+        np.testing.assert_allclose(dist_csv[key], sim_csv[key], rtol=1e-12, atol=1e-12)
+    assert sorted(os.listdir(tmp_path / "dist")) == ["result.csv", "result.png", "summary.json"]

@@ -1,7 +1,7 @@
 """The ``dpnet`` command.
 
     dpnet list [algorithms|graphs|compressors|problems|experiments]
-    dpnet run CONFIG.toml [--out DIR]
+    dpnet run CONFIG.toml [--out DIR] [--backend simulated|distributed]
     dpnet privacy NAME --param value ... [--iterations K] [--gradient-bound M] [--adjacency D]
     dpnet demo [--out DIR] [--quick]
     dpnet reproduce NAME [NAME ...] | all [--quick] [--out DIR]
@@ -119,9 +119,18 @@ def load_config(path: str | Path) -> dict[str, Any]:
         return tomllib.load(fh)
 
 
-def run_config(cfg: dict[str, Any], out: Path, quiet: bool = False):
-    """Run a configuration; writes ``result.csv``, ``result.png``, ``summary.json``."""
-    from .runner import run
+def run_config(cfg: dict[str, Any], out: Path, quiet: bool = False, backend: str = "simulated"):
+    """Run a configuration; writes ``result.csv``, ``result.png``, ``summary.json``.
+    ``backend="distributed"``: agents spread over torchrun's ranks (options from an optional
+    ``[distributed]`` table: timeout, split, checkpoint_dir, checkpoint_every, resume); rank 0
+    writes the files."""
+    extra: dict[str, Any] = {}
+    if backend == "distributed":
+        from .distributed import run
+
+        extra = dict(cfg.get("distributed", {}))
+    else:
+        from .runner import run
 
     for section in ("graph", "problem", "algorithm"):
         if section not in cfg:
@@ -132,7 +141,9 @@ def run_config(cfg: dict[str, Any], out: Path, quiet: bool = False):
     iterations = int(cfg.get("iterations", 1000))
     res = run(alg, problem, graph, iterations, seed=int(cfg.get("seed", 0)),
               log_every=int(cfg.get("log_every", 1)), float_bits=int(cfg.get("float_bits", 64)),
-              privacy=cfg.get("privacy") or None, progress=None if not quiet else False)
+              privacy=cfg.get("privacy") or None, progress=None if not quiet else False, **extra)
+    if backend == "distributed" and not _is_rank0():
+        return res
     out.mkdir(parents=True, exist_ok=True)
     res.to_csv(out / "result.csv")
     res.to_json(out / "summary.json")
@@ -166,12 +177,20 @@ def _plot_history(res, path: Path) -> None:
 def cmd_run(args) -> int:
     cfg = load_config(args.config)
     out = Path(args.out or cfg.get("output", {}).get("dir", "runs/" + Path(args.config).stem))
-    res = run_config(cfg, out, quiet=args.quiet)
+    res = run_config(cfg, out, quiet=args.quiet, backend=args.backend)
+    if args.backend == "distributed" and not _is_rank0():
+        return 0
     summary = res.summary()
     print(json.dumps({"final": summary["final"], "bits": summary["bits"]["total"]}, indent=2))
     print(res.privacy)
     print(f"wrote {out}/result.csv, result.png, summary.json")
     return 0
+
+
+def _is_rank0() -> bool:
+    import torch.distributed as dist
+
+    return not dist.is_initialized() or dist.get_rank() == 0
 
 
 def cmd_privacy(args, extra: list[str]) -> int:
@@ -241,6 +260,9 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("config")
     s.add_argument("--out", help="output folder (default runs/<config name>)")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.add_argument("--backend", choices=["simulated", "distributed"], default="simulated",
+                   help="distributed: agents spread over the processes of torchrun "
+                   "(torchrun --nproc-per-node N -m dpnet.cli run CONFIG --backend distributed)")
     s.set_defaults(func=cmd_run)
     s = sub.add_parser("privacy", help="print an algorithm's privacy guarantee",
                        description="dpnet privacy NAME --param value ...: hyper-parameters as in "
