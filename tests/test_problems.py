@@ -130,6 +130,15 @@ def test_quadratic_optimum_solves_the_stationarity_condition():
     np.testing.assert_allclose(problems.minimize_global(p).numpy(), x.numpy(), atol=1e-7)
 
 
+def test_nonconvex_logistic_optimum_is_stationary_and_computed_once():
+    p = problems.NonconvexLogistic.random(6, 50, 5, seed=2, lam=0.01)
+    x = p.optimum()
+    assert float(p.global_grad(x).norm()) < 1e-7
+    x[:] = 0.0                          # callers get a copy
+    again = p.optimum()
+    assert float(p.global_grad(again).norm()) < 1e-7 and p._opt is not again
+
+
 def test_logistic_regression_optimum_and_partition():
     p = _logreg(4, 30, 5, reg=0.1)
     x = p.optimum()

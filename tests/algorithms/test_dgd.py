@@ -24,7 +24,7 @@ def test_dgd_equals_the_reference_loop(name, power):
     x0 = np.random.default_rng(5).standard_normal((10, 6))
     K = 60
     traj = []
-    res = dpnet.run(DGD(eta=0.2, power=power), p, GRAPH, K, x0=x0, seed=1,
+    res = dpnet.run(DGD(eta=0.2, power=power), p, GRAPH, K, x0=x0, seed=1, reference=None,
                     callback=lambda k, s: traj.append(s["x"].numpy().copy()))
     ref = reference.dgd(GRAPH.W, reference.local_gradients(p), x0, 0.2, K, power=power)
     np.testing.assert_allclose(np.stack(traj), ref[1:], rtol=0, atol=1e-12)

@@ -35,7 +35,7 @@ def _trajectory(alg, p, K, x0, seed=0, graph=GRAPH):
         xs.append(s["x"].numpy().copy())
         ys.append(s["y"].numpy().copy())
 
-    res = dpnet.run(alg, p, graph, K, x0=x0, seed=seed, callback=keep)
+    res = dpnet.run(alg, p, graph, K, x0=x0, seed=seed, callback=keep, reference=None)
     g0 = p.grad(torch.as_tensor(x0)).numpy()
     return res, np.stack([x0] + xs), np.stack([g0] + ys)
 
