@@ -72,6 +72,8 @@ def test_guards():
         assert err.value.name == name
     with pytest.raises(ParameterError, match=r"alpha = 0.1, Mbar = 10"):
         ou.theorem3_epsilon(**{**ok, "smoothness": 10.0})
+    with pytest.raises(ParameterError, match="give smoothness"):
+        ou.theorem3_epsilon(**{**ok, "smoothness": math.inf})
 
 
 @settings(max_examples=60, deadline=None)

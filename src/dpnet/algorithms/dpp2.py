@@ -64,7 +64,11 @@ class DPP2(Algorithm):
         self.r = r
         self.noise_w, self.noise_e = _noise("noise_w", noise_w, r), _noise("noise_e", noise_e, r)
         if isinstance(eta, str) and eta != "random":
-            eta = float(eta)
+            try:
+                eta = float(eta)
+            except ValueError:
+                raise ParameterError("eta", eta, "'random', a number in (0, 1) or a sequence "
+                                     "of them") from None
         if isinstance(eta, int | float):
             eta = open_interval("eta", eta, 0.0, 1.0)
         elif not isinstance(eta, str):

@@ -51,7 +51,9 @@ def _check(d: int, alpha: float, smoothness: float, adjacency: float | None, K: 
     if not alpha * smoothness < 1:
         raise ParameterError("alpha*Mbar", alpha * smoothness,
                              f"alpha * Mbar < 1 (Theorem 3 of Ou et al.; alpha = {alpha:g}, "
-                             f"Mbar = {smoothness:.6g})")
+                             f"Mbar = {smoothness:.6g})",
+                             "no finite smoothness known: give smoothness=Mbar"
+                             if math.isinf(smoothness) else "")
     if K is None:
         raise ParameterError("iterations", None, "Theorem 3 of Ou et al. is a finite-horizon "
                              "bound: give the number of iterations K")
