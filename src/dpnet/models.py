@@ -86,3 +86,80 @@ def cifar_transform(x: torch.Tensor) -> torch.Tensor:
     mean = torch.tensor(CIFAR_MEAN, dtype=torch.float32)
     std = torch.tensor(CIFAR_STD, dtype=torch.float32)
     return ((x.to(torch.float32) / 255.0 - mean) / std).movedim(-1, -3)
+
+
+# ---- ResNet-18 for small images (paper 003's model) --------------------------------------------
+
+NORMS = ("batch", "group")
+
+
+def _norm(kind: str, channels: int) -> nn.Module:
+    if kind == "batch":
+        return nn.BatchNorm2d(channels)
+    return nn.GroupNorm(min(32, channels), channels)
+
+
+class BasicBlock(nn.Module):
+    """Two 3x3 convolutions with a residual connection (1x1 projection when the shape changes)."""
+
+    def __init__(self, cin: int, cout: int, stride: int, norm: str) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.norm1 = _norm(norm, cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.norm2 = _norm(norm, cout)
+        self.shortcut = nn.Sequential()
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                          _norm(norm, cout))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = torch.relu(self.norm1(self.conv1(x)))
+        return torch.relu(self.norm2(self.conv2(out)) + self.shortcut(x))
+
+
+class ResNet18(nn.Module):
+    """ResNet-18 (He et al. 2016: four stages of two basic blocks, widths w, 2w, 4w, 8w, strides
+    1, 2, 2, 2, global average pooling, one linear layer) adapted to 28x28 grey (MNIST) and
+    32x32 colour (CIFAR-10) inputs, as paper 003 trains it without giving the adaptation:
+
+    * the ImageNet stem (7x7 stride-2 convolution and 3x3 max-pool, which would shrink the image
+      4x before the first stage) is replaced by one 3x3 stride-1 convolution with
+      ``in_channels`` inputs (1 for MNIST, 3 for CIFAR-10); feature maps are 28/28/14/7/4
+      (MNIST) and 32/32/16/8/4 (CIFAR-10), then pooled to 1x1;
+    * ``width=64`` is the standard ResNet-18 (11,172,810 parameters for MNIST, 11,173,962 for
+      CIFAR-10); smaller widths keep the architecture and shrink every channel count (CPU runs);
+    * ``norm="batch"`` (default, the paper's architecture): BatchNorm layers, which
+      :class:`~dpnet.problems.neural.NeuralProblem` switches to batch statistics. No running
+      statistics are kept, so an agent's state row (all parameters, BN's affine weights
+      included) is everything that is perturbed and exchanged; every forward pass normalises
+      with the statistics of its own minibatch (at evaluation: of the evaluation chunk).
+      ``norm="group"``: GroupNorm with ``min(32, C)`` groups instead, for per-sample gradients
+      (clipping), which batch statistics do not allow.
+    """
+
+    def __init__(self, in_channels: int = 1, classes: int = 10, width: int = 64,
+                 norm: str = "batch") -> None:
+        super().__init__()
+        if norm not in NORMS:
+            raise ValueError(f"norm={norm!r} violates the condition: one of {NORMS}")
+        self.stem = nn.Sequential(nn.Conv2d(in_channels, width, 3, 1, 1, bias=False),
+                                  _norm(norm, width), nn.ReLU())
+        blocks, c = [], width
+        for stage, mult in enumerate((1, 2, 4, 8)):
+            for b in range(2):
+                stride = 2 if (b == 0 and stage > 0) else 1
+                blocks.append(BasicBlock(c, width * mult, stride, norm))
+                c = width * mult
+        self.layers = nn.Sequential(*blocks)
+        self.fc = nn.Linear(c, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = nn.functional.adaptive_avg_pool2d(self.layers(self.stem(x)), 1)
+        return self.fc(torch.flatten(h, 1))
+
+
+def resnet18(seed: int = 0, in_channels: int = 1, width: int = 64, norm: str = "batch",
+             classes: int = 10) -> ResNet18:
+    """ResNet-18 for 28x28 grey (``in_channels=1``) or 32x32 colour (3) images."""
+    return _seeded(lambda: ResNet18(in_channels, classes, width, norm), seed)
