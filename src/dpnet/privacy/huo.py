@@ -222,17 +222,22 @@ def delta_hat_for(delta: float, delta0: float, mech: Mechanism) -> float:
 # ---- dp-accounting -----------------------------------------------------------------------------
 
 # RDP orders: dp-accounting's defaults stop at 1024, too low for the tiny per-step losses here
-# (epsilon ~ 1e-3 needs orders ~ log(1/delta)/epsilon); extended up to 16384.
-RDP_ORDERS = None
+# (epsilon ~ 1e-3 needs orders ~ log(1/delta)/epsilon): when the best order is the largest
+# default one, the account is redone with orders up to 16384.
+_EXTRA_ORDERS = (1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384)
 
 
-def _rdp_orders() -> list[float]:
-    global RDP_ORDERS
-    if RDP_ORDERS is None:
-        from dp_accounting.rdp.rdp_privacy_accountant import DEFAULT_RDP_ORDERS
+def _rdp_epsilon(rdp_of_orders, delta: float) -> float:
+    """Smallest epsilon over the RDP orders; ``rdp_of_orders(orders) -> total RDP array``."""
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp_mod
 
-        RDP_ORDERS = list(DEFAULT_RDP_ORDERS) + [1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384]
-    return RDP_ORDERS
+    orders = np.asarray(rdp_mod.DEFAULT_RDP_ORDERS, dtype=float)
+    eps, order = rdp_mod.compute_epsilon(orders, rdp_of_orders(orders), delta)
+    if order >= orders.max():
+        more = np.asarray(_EXTRA_ORDERS, dtype=float)
+        eps2, _ = rdp_mod.compute_epsilon(more, rdp_of_orders(more), delta)
+        eps = min(eps, eps2)
+    return float(eps)
 
 
 def dp_accounting_epsilon(sigma: float, delta: float, mech: Mechanism, method: str = "rdp",
@@ -243,7 +248,6 @@ def dp_accounting_epsilon(sigma: float, delta: float, mech: Mechanism, method: s
     discretisation interval defaults to 1/1000 of a first coarse estimate of epsilon (a fixed
     1e-4 overstates epsilon ~ 1e-3 tenfold after 1e5 compositions)."""
     import dp_accounting
-    from dp_accounting.rdp import rdp_privacy_accountant as rdp_mod
 
     require(sigma > 0, "sigma", sigma, "sigma > 0")
     require(0 < delta < 1, "delta", delta, "0 < delta < 1")
@@ -255,9 +259,12 @@ def dp_accounting_epsilon(sigma: float, delta: float, mech: Mechanism, method: s
         step = dp_accounting.PoissonSampledDpEvent(mech.sampling, dp_accounting.GaussianDpEvent(z))
         event = dp_accounting.SelfComposedDpEvent(step, mech.T)
         if method == "rdp":
-            acc = dp_accounting.rdp.RdpAccountant(orders=_rdp_orders())
-            acc.compose(event)
-            return float(acc.get_epsilon(delta))
+            def total(orders):
+                acc = dp_accounting.rdp.RdpAccountant(orders=list(orders))
+                acc.compose(event)
+                return np.asarray(acc.rdp, dtype=float)
+
+            return _rdp_epsilon(total, delta)
         disc = pld_discretization
         eps = math.inf
         for _ in range(1 if disc is not None else 3):
@@ -273,15 +280,17 @@ def dp_accounting_epsilon(sigma: float, delta: float, mech: Mechanism, method: s
     if method == "pld":
         raise ParameterError("method", method, "'rdp' with activation='visible' (the public "
                              "activation mixture is implemented for the RDP accountant only)")
-    acc = dp_accounting.rdp.RdpAccountant(orders=_rdp_orders())
     g = mech.batch_size / mech.q
-    acc.compose(dp_accounting.PoissonSampledDpEvent(g, dp_accounting.GaussianDpEvent(z)))
-    orders, base = np.asarray(acc.orders, dtype=float), np.asarray(acc.rdp, dtype=float)
-    with np.errstate(over="ignore"):
-        mixed = np.log1p(mech.p * np.expm1((orders - 1) * base)) / (orders - 1)
-    mixed = np.where(np.isfinite(mixed), mixed, base)  # overflow: the gate cannot help
-    eps, _ = rdp_mod.compute_epsilon(orders, mech.T * mixed, delta)
-    return float(eps)
+
+    def total_visible(orders):
+        acc = dp_accounting.rdp.RdpAccountant(orders=list(orders))
+        acc.compose(dp_accounting.PoissonSampledDpEvent(g, dp_accounting.GaussianDpEvent(z)))
+        base = np.asarray(acc.rdp, dtype=float)
+        with np.errstate(over="ignore"):
+            mixed = np.log1p(mech.p * np.expm1((orders - 1) * base)) / (orders - 1)
+        return mech.T * np.where(np.isfinite(mixed), mixed, base)  # overflow: no gain
+
+    return _rdp_epsilon(total_visible, delta)
 
 
 # ---- calibration and the guarantee -------------------------------------------------------------
