@@ -22,7 +22,7 @@ from dpnet import distributed as D
 from dpnet.algorithms import available
 from dpnet.errors import ParameterError
 from dpnet.network import Network
-from dpnet.problems import LogisticRegression, NonconvexLogistic
+from dpnet.problems import Clip, LogisticRegression, NonconvexLogistic
 from dpnet.problems.online import LogisticSamples, OnlineProblem
 
 K = 12           # iterations of the equality runs
@@ -81,6 +81,13 @@ CASES = {
                        "undirected"),
     "dola": lambda n: (dpnet.algorithms.DOLA(0.7, 0.5, 0.2), _online(n), "undirected"),
     "dmod": lambda n: (dpnet.algorithms.DMOD(0.7, 0.5, 0.2), _online(n), "undirected"),
+    # random activation: inactive agents send nothing (exchange(active=...))
+    "doadp": lambda n: (dpnet.algorithms.DOADP(alpha=0.05, gamma=0.4, beta=0.3, sigma=0.2,
+                                               p=0.7, k=3, clip=Clip(2.0), batch_size=2),
+                        _samples(n), "undirected"),
+    "momentum_dsgd": lambda n: (dpnet.algorithms.MomentumDSGD(alpha=0.05, gamma=0.4, beta=0.3,
+                                                              batch_size=2), _samples(n),
+                                "undirected"),
 }
 NAMES = sorted(set(available()) & set(CASES))
 

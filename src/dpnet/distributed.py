@@ -508,7 +508,9 @@ def launch(fn: Callable[..., Any], nprocs: int, *args: Any, timeout: float = 30.
     import torch.multiprocessing as tmp
 
     if start_method == "forkserver":
-        multiprocessing.set_forkserver_preload(["dpnet.distributed"])
+        # a script's own functions live in __main__: the server imports it too (as spawn does)
+        main = ["__main__"] if getattr(fn, "__module__", None) == "__main__" else []
+        multiprocessing.set_forkserver_preload(["dpnet.distributed", *main])
     store = dist.TCPStore("127.0.0.1", 0, None, is_master=True, wait_for_workers=False,
                           timeout=datetime.timedelta(seconds=timeout))
     with tempfile.TemporaryDirectory(prefix="dpnet-launch-") as out:
