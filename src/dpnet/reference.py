@@ -819,3 +819,65 @@ def momentum_dsgd(W: np.ndarray, grads: Sequence[Grad], x0: np.ndarray, alpha: f
                                                np.zeros(d)) for i in range(n)]
         xs.append(np.stack(x))
     return np.stack(xs)
+
+
+def dpdo(W: np.ndarray, grads: Sequence[Grad], x0: np.ndarray, c: float, p: float, q: float,
+         M: float, iterations: int, radius: float | None = None, seed: int = 0) -> np.ndarray:
+    """DPDO (Huang, Mitra & Vaidya 2015), per agent: broadcast ``y_i = x_i + Lap(M q^k)^d``
+    (purpose ``"noise"``), ``v_i = sum_j w_ij y_j`` (own message included), ``x_i <- Pi[v_i -
+    c p^k g_i(v_i, k)]`` with Pi the box ``[-radius, radius]^d``. Returns ``(K+1, n, d)``."""
+    W = np.asarray(W, dtype=np.float64)
+    n, d = W.shape[0], np.asarray(x0).shape[1]
+    nbrs = in_neighbours(W)
+    rng = Streams(seed)
+
+    def proj(z):
+        return z if radius is None else np.clip(z, -radius, radius)
+
+    x = [proj(np.array(x0[i], dtype=np.float64)) for i in range(n)]
+    xs = [np.stack(x)]
+    for k in range(iterations):
+        y = [x[i] + agent_noise(rng, "noise", k, i, d, M * q ** k) for i in range(n)]
+        new = []
+        for i in range(n):
+            v = _weighted_sum(W, nbrs[i], i, y)
+            new.append(proj(v - c * p ** k * grads[i](v, k)))
+        x = new
+        xs.append(np.stack(x))
+    return np.stack(xs)
+
+
+def dp_dda(W: np.ndarray, grads: Sequence[Grad], x0: np.ndarray, beta0: float, sigma: float,
+           p: float, iterations: int, radius: float | None = None,
+           seed: int = 0) -> dict[str, np.ndarray]:
+    """DP-DDA (Liu, Johansson & Shi 2024) as implemented in :mod:`dpnet.algorithms.dpdda`, per
+    node: ``eta_i ~ Bern(p)`` (``"activation"``); ``z_i <- sum_j w_ij z_j + eta_i (g_i(x_i, t) +
+    sigma * gaussian("noise", t, [i], d))``; ``x_i <- Pi[-z_i / (beta0 sqrt(t + 2))]``; the
+    output is the running mean of ``x_1 .. x_{t+1}``. Returns ``x`` and ``x_avg``
+    (``(K+1, n, d)``)."""
+    W = np.asarray(W, dtype=np.float64)
+    n, d = W.shape[0], np.asarray(x0).shape[1]
+    nbrs = in_neighbours(W)
+    rng = Streams(seed)
+
+    def proj(v):
+        return v if radius is None else np.clip(v, -radius, radius)
+
+    x = [proj(np.array(x0[i], dtype=np.float64)) for i in range(n)]
+    z = [np.zeros(d) for _ in range(n)]
+    avg = [xi.copy() for xi in x]
+    xs, avgs = [np.stack(x)], [np.stack(avg)]
+    for t in range(iterations):
+        eta = [bool(rng.bernoulli("activation", t, [i], p)[0]) for i in range(n)]
+        z_new = []
+        for i in range(n):
+            zi = _weighted_sum(W, nbrs[i], i, z)
+            if eta[i]:
+                zi = zi + grads[i](x[i], t) + agent_noise(rng, "noise", t, i, d, sigma, "gaussian")
+            z_new.append(zi)
+        z = z_new
+        x = [proj(-z[i] / (beta0 * np.sqrt(t + 2.0))) for i in range(n)]
+        avg = [x[i] if t == 0 else avg[i] + (x[i] - avg[i]) / (t + 1) for i in range(n)]
+        xs.append(np.stack(x))
+        avgs.append(np.stack(avg))
+    return {"x": np.stack(xs), "x_avg": np.stack(avgs)}

@@ -23,7 +23,10 @@ Identity (51): ``sum_i y_{i,k} = sum_i grad f_i(x_{i,k}) + sum_{t<k} sum_i xi_{y
 With ``gamma = 1`` and C = identity this is DiaDSP (eqs. (10)-(11)) for any self-weights.
 
 Noise: ``noise_x``/``noise_y`` are noise objects or Laplace scales ``s`` (numbers, or one per
-agent) with the common decay ``q``. Privacy: Theorem 3 (finite K, gradient bound M; "printed"
+agent) with the common decay ``q``. ``batch_size`` replaces every ``grad f_i`` by a minibatch
+gradient of that many local samples (drawn at iteration k+1 for ``x_{k+1}``, at 0 for
+``x_0``), each per-sample gradient clipped by ``clip`` when given: the stochastic PGTC that
+paper 001 runs as its CPGT baseline. Privacy: Theorem 3 (finite K, gradient bound M; "printed"
 sqrt(eta) or "derived" eta) and Proposition 1 (``iterations=None``, adjacency radius delta).
 """
 
@@ -32,10 +35,11 @@ from __future__ import annotations
 from typing import Any
 
 from .. import compression
-from ..errors import positive
+from ..errors import positive, positive_int
 from ..noise import Noise, PerAgent
 from ..privacy import xie
 from ..privacy.guarantee import PrivacyGuarantee
+from ..problems.stochastic import Clip, as_clip, clipped_stochastic_grad
 from . import _xie
 from .base import Algorithm, Context, State, register
 
@@ -49,7 +53,8 @@ class PGTC(Algorithm):
     def __init__(self, eta: float, gamma: float, alpha_x: float, alpha_y: float,
                  compressor: compression.Compressor | dict | str | None = None,
                  noise_x: Noise | PerAgent | None = None, noise_y: Noise | PerAgent | None = None,
-                 q: PerAgent | None = None, check_theory: bool = True) -> None:
+                 q: PerAgent | None = None, check_theory: bool = True,
+                 batch_size: int | None = None, clip: Clip | float | None = None) -> None:
         self.eta, self.gamma = positive("eta", eta), positive("gamma", gamma)
         self.alpha_x, self.alpha_y = positive("alpha_x", alpha_x), positive("alpha_y", alpha_y)
         self.compressor = compression.from_spec(compressor)
@@ -57,6 +62,8 @@ class PGTC(Algorithm):
         self.noise_x = _xie.laplace_noise("noise_x", noise_x, q)
         self.noise_y = _xie.laplace_noise("noise_y", noise_y, q)
         self.check_theory = bool(check_theory)
+        self.batch_size = None if batch_size is None else positive_int("batch_size", batch_size)
+        self.clip = as_clip(clip)
 
     def check_graph(self, graph) -> None:
         graph.require_mixing(self.name)
@@ -67,8 +74,14 @@ class PGTC(Algorithm):
             _xie.check_alpha("alpha_x", self.alpha_x, self.compressor, problem.dim)
             _xie.check_alpha("alpha_y", self.alpha_y, self.compressor, problem.dim)
 
+    def _grad(self, ctx: Context, x, k: int):
+        if self.batch_size is None:
+            return ctx.grad(x)
+        return clipped_stochastic_grad(ctx.problem, x, ctx.rng, k, self.batch_size, ctx.agents,
+                                       clip=self.clip)
+
     def init(self, ctx: Context, x0) -> State:
-        g = ctx.grad(x0)
+        g = self._grad(ctx, x0, 0)
         return {"x": x0, "y": g, "g": g, "xc": ctx.net.halo_zeros(ctx.dim),
                 "yc": ctx.net.halo_zeros(ctx.dim)}
 
@@ -81,7 +94,7 @@ class PGTC(Algorithm):
         y_hat = yc + net.exchange(ya - net.own(yc), "y", C)                             # (15)
         # gamma sum_j w_ij (h_j - h_i) = -gamma [L h]_i
         x_next = xa - self.gamma * net.laplacian(x_hat) - self.eta * state["y"]         # (12)
-        g_next = ctx.grad(x_next)
+        g_next = self._grad(ctx, x_next, k + 1)
         y_next = ya - self.gamma * net.laplacian(y_hat) + g_next - state["g"]           # (13)
         return {"x": x_next, "y": y_next, "g": g_next,
                 "xc": (1 - self.alpha_x) * xc + self.alpha_x * x_hat,                   # (16)
