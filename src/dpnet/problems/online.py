@@ -431,7 +431,7 @@ class OnlineProblem(Problem):
         with weight ``multiplicity * scale``, or one dense pass for a linear model on a shared
         pool once that is cheaper."""
         U = int(mem.n_seen.max())
-        if self.shared and hasattr(self.model, "grad_dense") and 4 * U >= self.pool_size:
+        if self.shared and hasattr(self.model, "grad_dense") and 16 * U >= self.pool_size:
             dense = torch.zeros(X.shape[0], self.model.n_data, dtype=torch.float64)
             dense[:, self.pools[0]] = mem.counts * scale
             return self.model.grad_dense(X, dense)
