@@ -12,7 +12,9 @@ K = 30
 
 @pytest.fixture(scope="module")
 def lab():
-    names = [n for n in T.SCENARIOS if n != "dpp2" or "dpp2" in dpnet.algorithms.available()]
+    have = dpnet.algorithms.available()
+    names = [n for n in T.SCENARIOS if n not in ("dpp2", "momentum")
+             or {"dpp2": "dpp2", "momentum": "doadp"}[n] in have]
     return {r.scenario: {(a.method, a.mechanism, a.target): a for a in r.attacks}
             for r in T.lab(names, iterations=K, seed=0)}
 
@@ -58,6 +60,19 @@ def test_dpp2_first_tier_hides_nothing_from_who_knows_eta(lab):
     assert noisy.errors[0] > 0.1                  # the second tier protects early iterations...
     assert noisy.errors[-1] < 1e-6                # ...but u r^k decays and exposes late ones
     assert att["DPP2 (eta unknown)", "Laplace u=1, r=0.5", "local gradients"].errors[-1] > 0.5
+
+
+def test_doadp_momentum_inversion(lab):
+    if "momentum" not in lab:
+        pytest.skip("doadp not present")
+    att = lab["momentum"]
+    assert att["momentum DSGD", "none", "local gradients"].errors.max() < 1e-10
+    assert att["DO-ADP (k=5)", "none", "local gradients"].errors.max() < 1e-10
+    assert att["DO-ADP (k=2)", "Top-2 only", "local gradients"].error > 0.1
+    noisy = att["DO-ADP (k=5)", "Gaussian sigma=1", "local gradients"]
+    assert noisy.errors.min() > 0.3          # what leaks is g + theta
+    # the noise sits in the gradient, not the state: with k = d the state is on the wire
+    assert att["DO-ADP (k=5)", "Gaussian sigma=1", "local states"].errors.max() < 1e-12
 
 
 def _momentum_dsgd(W, grad, x0, alpha, beta, gamma, T, theta):

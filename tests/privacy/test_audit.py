@@ -135,7 +135,7 @@ def test_documented_accounting_failures(audits, name):
     assert r.epsilon <= r.claimed, A.TARGETS[name].expected_violation
 
 
-@pytest.mark.parametrize("name", ["diadsp-prop1", "dpp2-printed", "ldp_online"])
+@pytest.mark.parametrize("name", ["diadsp-prop1", "dpp2-printed", "ldp_online", "doadp"])
 def test_halved_noise_is_caught(audits, name):
     """The same algorithm drawing half its noise while privacy() still claims the original scale."""
     honest, mutated = audits(name), audits(name, 0.5)

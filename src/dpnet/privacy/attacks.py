@@ -262,8 +262,40 @@ def _scenario_dpp2(K: int, seed: int) -> LabResult:
     return out
 
 
+def _scenario_momentum(K: int, seed: int) -> LabResult:
+    out = LabResult("momentum", "momentum DSGD (2) and DO-ADP (5), minibatch of 1 of 50 local "
+                    "samples: Section II-C of Huo et al. on the broadcast states (DO-ADP: the "
+                    "public copies x_hat_{t+1} = x_hat_t + s_t, exact states when p = 1, k = d)")
+    if "doadp" not in algorithms.available():
+        return out
+    rng = np.random.default_rng(seed)
+    n, d = 6, 5
+    problem = LogisticRegression(rng.standard_normal((n, 50, d)),
+                                 rng.choice([-1.0, 1.0], size=(n, 50)), reg=0.01)
+    g = graphs.ring(n)
+    x0 = np.full(d, 0.5)           # a common start: the consensus term vanishes at t = 0
+    alpha, beta, gamma = 0.1, 0.15, 0.3
+    tr = record(algorithms.get("momentum_dsgd")(alpha, gamma, beta), problem, g, K, x0, seed, 1)
+    est = invert_momentum(tr.views["x"], g.W, alpha, beta, gamma)
+    out.attacks.append(Attack("momentum", "momentum DSGD", "none", "local gradients",
+                              relative_error(est, tr.grads[:K - 1])))
+    doadp = algorithms.get("doadp")
+    for sigma, k, mech in ((0.0, None, "none"), (0.0, 2, "Top-2 only"),
+                           (1.0, None, "Gaussian sigma=1")):
+        tr = record(doadp(alpha, gamma, beta, sigma=sigma, p=1.0, k=k), problem, g, K, x0, seed,
+                    1)
+        hat = np.concatenate([tr.states[:1], np.cumsum(tr.views["s"], axis=0)])
+        est = invert_momentum(hat, g.W, alpha, beta, gamma)
+        out.attacks.append(Attack("momentum", f"DO-ADP (k={k or d})", mech, "local gradients",
+                                  relative_error(est, tr.grads[:K])))
+        out.attacks.append(Attack("momentum", f"DO-ADP (k={k or d})", mech, "local states",
+                                  relative_error(hat, tr.states)))
+    return out
+
+
 SCENARIOS: dict[str, Callable[[int, int], LabResult]] = {
-    "dgd": _scenario_dgd, "tracking": _scenario_tracking, "dpp2": _scenario_dpp2}
+    "dgd": _scenario_dgd, "tracking": _scenario_tracking, "dpp2": _scenario_dpp2,
+    "momentum": _scenario_momentum}
 
 
 def lab(names: Sequence[str] | str = "all", iterations: int = 40, seed: int = 0
