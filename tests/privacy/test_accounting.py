@@ -50,13 +50,13 @@ def test_inverse_geometric_sum_edges():
         assert err.value.name == "q" and "0 < q <= 1" in str(err.value)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, derandomize=True)
 @given(c=st.floats(1e-3, 1e3), p=st.floats(0.25, 3.0), floor=st.floats(0.0, 1.0),
        target=st.floats(1e-2, 1e2))
 def test_calibrate_never_overshoots_and_is_tight(c, p, floor, target):
     # a typical epsilon(noise scale): c / t^p plus a part no noise removes
     def eps(t):
-        return floor + c / t**p
+        return floor + c * t ** (-p)      # underflows to 0 instead of overflowing
 
     # at floor == target only a scale so large that c / t^p rounds away would "reach" it
     assume(abs(floor - target) > 1e-6 * target)
@@ -71,7 +71,7 @@ def test_calibrate_never_overshoots_and_is_tight(c, p, floor, target):
     assert t == pytest.approx(exact, rel=1e-8)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30, deadline=None, derandomize=True)
 @given(s=st.floats(0.1, 10.0), target=st.floats(0.5, 1e4), K=st.integers(0, 40))
 def test_calibrate_theorem3_scale(s, target, K):
     # the smallest common scale multiplier t for DiaDSP's Theorem 3 at a target epsilon
