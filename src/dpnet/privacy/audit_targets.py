@@ -24,7 +24,7 @@ import numpy as np
 from .. import algorithms, graphs
 from ..compression import Identity, TopK
 from ..noise import Laplace
-from .audit import AuditTarget, Features, linear_pair, register_target
+from .audit import AuditTarget, Features, innovations, linear_pair, register_target
 
 N, AGENT = 3, 0
 
@@ -487,3 +487,34 @@ register_target(AuditTarget(
         "sensitivity='full' (2G) claims 3.61 and holds."),
     note="Finding: DO-ADP's Top-k sensitivity (eq. (6)) under-counts; raw messages, Fisher "
          "discriminant."))
+
+# -- paper 001's baselines: DPDO (Laplace) and DP-DDA (Gaussian) ---------------------------------
+
+register_target(AuditTarget(
+    name="dpdo",
+    requires="dpdo",
+    algorithm=lambda: _alg("dpdo", c=0.5, p=0.5, q=0.8, M=1.25),
+    problems=lambda: linear_pair(N, 1, AGENT, M=1.0),
+    graph=_graph, iterations=2, x0=X0_1, constants={"gradient_bound": 1.0},
+    claim_iterations=1,
+    features=lambda: first_innovation(_W(), 0.0, X0_1, "y"),
+    adjacency=ADJ_000.replace("Definition 1 of paper 000", "Huang, Mitra & Vaidya's adjacency: "
+                              "bounded gradients"),
+    note="Laplace composition (derived in dpdo.py) for 1 step: c Delta_g/(M q) = 1.0. The "
+         "transcript of 2 iterations is (y_0, y_1) and y_0 = x_0 + noise carries no data; "
+         "y_1 - W y_0 = -c g + Lap(M q): tight."))
+
+register_target(AuditTarget(
+    name="dp_dda",
+    requires="dp_dda",
+    algorithm=lambda: _alg("dp_dda", beta0=1.0, sigma=4.0, p=1.0),
+    problems=lambda: linear_pair(N, 1, AGENT, M=1.0),
+    graph=_graph, iterations=3, x0=X0_1,
+    constants={"accountant": "rdp", "delta": 1e-3, "gradient_bound": 1.0},
+    claim_iterations=2,
+    features=lambda: innovations(_W(), ["z"]),
+    statistic="projection",
+    adjacency=ADJ_001,
+    note="(epsilon, delta) at delta = 1e-3 by the RDP accountant for T = 2 Gaussian steps: the "
+         "transcript of 3 iterations is (z_0 = 0, z_1, z_2) and z_{t+1} - W z_t = g + N(0, "
+         "sigma^2), so 2 steps reach the wire."))
