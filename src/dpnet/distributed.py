@@ -223,7 +223,7 @@ class DistributedNetwork(Network):
         if re.search(r"timed out|timeout", text, re.IGNORECASE):
             cause = f"no answer within timeout = {self.timeout:g} s: the peer hung or fell behind"
         elif re.search(r"closed|reset|broken pipe|connection", text, re.IGNORECASE):
-            cause = "the connection was closed: the peer process exited or was killed"
+            cause = "the connection was closed: the peer stopped (exited, was killed or raised)"
         else:
             cause = "the operation failed"
         who = f"rank {peer}" if peer is not None else "a peer rank"
@@ -319,36 +319,47 @@ class DistributedNetwork(Network):
 
     def merged_ledger(self) -> BitLedger:
         """The bits of all ranks in one ledger (collective)."""
-        out = BitLedger(self.n, detailed=self.ledger.detailed)
-        for part in self._all_gather_object(self.ledger, "merging the bit ledger"):
-            out.merge(part)
-        return out
+        return _merge_ledgers(self._all_gather_object(self.ledger, "merging the bit ledger"))
 
     def merged_transcript(self) -> Transcript | None:
         """All ranks' transcript entries, message by message in the order sent (collective)."""
         if self.transcript is None:
             return None
-        parts = self._all_gather_object(self.transcript.entries, "merging the transcript")
-        if len({len(p) for p in parts}) != 1:
-            raise DistributedError(f"ranks sent different numbers of messages "
-                                   f"({[len(p) for p in parts]}): an algorithm's exchanges must "
-                                   "not depend on which agents a rank holds")
-        out = Transcript()
-        for entries in zip(*parts):
-            first = entries[0]
-            if any((e.iteration, e.name) != (first.iteration, first.name) for e in entries):
-                raise DistributedError(f"ranks disagree on the message sequence at "
-                                       f"{[(e.iteration, e.name) for e in entries]}")
-            out.append(TranscriptEntry(first.iteration, first.name,
-                                       np.concatenate([e.senders for e in entries]),
-                                       torch.cat([e.messages for e in entries])))
-        return out
+        return _merge_transcripts(self._all_gather_object(self.transcript.entries,
+                                                          "merging the transcript"))
+
+    def merged_result(self, res: runner.Result) -> runner.Result:
+        """``res`` with every rank's ledger, transcript and per-agent state rows merged, in one
+        collective (results only): each state tensor whose leading dimension is its rank's
+        ``n_local`` or ``n_halo`` on every rank is per-agent and gathered to all agents' rows."""
+        entries = None if self.transcript is None else [  # NumPy pickles much faster
+            TranscriptEntry(e.iteration, e.name, e.senders, e.messages.numpy())
+            for e in self.transcript.entries]
+        mine = {"ledger": self.ledger, "entries": entries, "state": res.state,
+                "wall": res.wall_time, "rows": (self.n_local, self.n_halo)}
+        parts = self._all_gather_object(mine, "merging the results")
+        res.ledger = _merge_ledgers([p["ledger"] for p in parts])
+        if self.transcript is not None:
+            res.transcript = _merge_transcripts([p["entries"] for p in parts])
+        res.state = {name: np.concatenate([p["state"][name][: p["rows"][0]] for p in parts])
+                     if all(_leading(p["state"][name]) in p["rows"] for p in parts) else v
+                     for name, v in res.state.items()}
+        res.wall_time = max(p["wall"] for p in parts)
+        return res
 
     def latest_common(self, store: RankCheckpoints) -> int | None:
         """Newest iteration that every rank has a checkpoint of (collective)."""
         sets = self._all_gather_object(store.iterations(), "agreeing on a checkpoint")
         common = set(sets[0]).intersection(*map(set, sets[1:]))
         return max(common) if common else None
+
+    def abort(self) -> None:
+        """Drop the communication group after an error on this rank: its connections close, so
+        peers waiting on this rank stop at once with :class:`DistributedError`."""
+        if self._own_group and self.group is not None:
+            with contextlib.suppress(Exception):
+                dist.destroy_process_group(self.group)
+            self.group = None
 
     def close(self) -> None:
         """Release the communication group (after a successful run)."""
@@ -445,27 +456,46 @@ def run(algorithm, problem, graph: Graph, iterations: int, *, split: Sequence[in
             raise ParameterError("resume", resume, f"a checkpoint saved by all {net.world_size} "
                                  f"ranks in {store.dir}")
         snapshot = store.load(k) if k is not None else None
-    res = runner.run(algorithm, problem, graph, iterations, seed=seed, record=record,
-                     float_bits=float_bits, network=net,
-                     progress=progress if net.rank == 0 else False,
-                     checkpoint=store.save if store is not None else None,
-                     checkpoint_every=checkpoint_every, resume=snapshot, **kwargs)
-    res.ledger = net.merged_ledger()
-    res.transcript = net.merged_transcript()
-    # per-agent (local or halo) state tensors are gathered to all agents' rows; the decision is
-    # agreed on by all ranks, as a rank whose block size happens to equal a global dimension
-    # must not desynchronise the collectives
-    votes = net._all_gather_object({k: _per_agent(v, net) for k, v in res.state.items()},
-                                   "gathering the final state")
-    res.state = {name: net.gather(torch.from_numpy(v)).numpy() if all(b[name] for b in votes)
-                 else v for name, v in res.state.items()}
-    res.wall_time = max(net._all_gather_object(res.wall_time, "timing"))
+    try:
+        res = runner.run(algorithm, problem, graph, iterations, seed=seed, record=record,
+                         float_bits=float_bits, network=net,
+                         progress=progress if net.rank == 0 else False,
+                         checkpoint=store.save if store is not None else None,
+                         checkpoint_every=checkpoint_every, resume=snapshot, **kwargs)
+    except BaseException:
+        net.abort()  # peers learn of it now, not after the timeout, even if this process lives on
+        raise
+    res = net.merged_result(res)
     net.close()
     return res
 
 
-def _per_agent(v: np.ndarray, net: DistributedNetwork) -> bool:
-    return v.ndim >= 1 and v.shape[0] in (net.n_local, net.n_halo)
+def _leading(v: np.ndarray) -> int:
+    return v.shape[0] if v.ndim >= 1 else -1
+
+
+def _merge_ledgers(parts: list[BitLedger]) -> BitLedger:
+    out = BitLedger(parts[0].n, detailed=parts[0].detailed)
+    for part in parts:
+        out.merge(part)
+    return out
+
+
+def _merge_transcripts(parts: list[list[TranscriptEntry]]) -> Transcript:
+    if len({len(p) for p in parts}) != 1:
+        raise DistributedError(f"ranks sent different numbers of messages "
+                               f"({[len(p) for p in parts]}): an algorithm's exchanges must "
+                               "not depend on which agents a rank holds")
+    out = Transcript()
+    for entries in zip(*parts):
+        first = entries[0]
+        if any((e.iteration, e.name) != (first.iteration, first.name) for e in entries):
+            raise DistributedError(f"ranks disagree on the message sequence at "
+                                   f"{[(e.iteration, e.name) for e in entries]}")
+        out.append(TranscriptEntry(first.iteration, first.name,
+                                   np.concatenate([e.senders for e in entries]),
+                                   torch.cat([torch.as_tensor(e.messages) for e in entries])))
+    return out
 
 
 # -- local multi-process launcher (tests, benchmarks, notebooks) ----------------------------
