@@ -87,7 +87,8 @@ class LogisticRegression(Problem):
         B = positive_int("batch_size", batch_size)
         require(B <= self.m, "batch_size", B, f"batch_size <= local samples m = {self.m}")
         idx = self.sample_indices(rng, k, a, B, purpose)
-        BA = torch.gather(self.BA[a], 1, idx[:, :, None].expand(-1, -1, self.dim))
+        # index the B rows directly: self.BA[a] would copy every local sample of every agent
+        BA = self.BA[torch.as_tensor(a)[:, None], idx]
         clip = as_clip(clip)
         if clip is None:
             return self._grad_on(BA, X)
