@@ -373,8 +373,7 @@ def erdos_renyi(n: int, p: float, seed: int = 0, weights: Any = "metropolis") ->
     return _redraw(n, seed, f"erdos_renyi({n}, {p:g})", draw, weights)
 
 
-def geometric(n: int, radius: float, seed: int = 0, weights: Any = "metropolis",
-              return_positions: bool = False) -> Graph:
+def geometric(n: int, radius: float, seed: int = 0, weights: Any = "metropolis") -> Graph:
     """Random geometric graph in the unit square (Euclidean distance < radius), redrawn until
     connected; positions are kept in ``meta["positions"]``."""
     n = _check_n(n, 2)
