@@ -147,6 +147,13 @@ def _equality_job(world, ckpt_root):
     resumed = D.run(alg, problem, graph, 14, checkpoint_dir=f"{ckpt_root}/cut", resume=True, **kw)
     files = sorted(os.listdir(f"{ckpt_root}/cut"))
     out["resume"] = (full, interrupted, resumed, files)
+    # resume="auto" never starts from scratch next to checkpoints of another number of ranks
+    os.makedirs(f"{ckpt_root}/foreign", exist_ok=True)
+    open(f"{ckpt_root}/foreign/ckpt-000000004.rank0-of-9.pt", "wb").close()
+    try:
+        D.run(alg, problem, graph, 14, checkpoint_dir=f"{ckpt_root}/foreign", resume="auto", **kw)
+    except ParameterError as err:
+        out["foreign"] = str(err)
     # one rank raises and its process lives on (as in a notebook): the others must stop at once,
     # not after the timeout, and the process group stays usable
     cb = _Fault(world - 1, 3, "raise")
@@ -231,6 +238,9 @@ def test_checkpoint_resume_is_exact(group):
                          for r in range(world)]
         _assert_same_run(resumed, full, atol=0.0)  # bit for bit
         np.testing.assert_array_equal(resumed.x, full.x)
+    for res in per_rank:
+        assert f"checkpoints of {world} ranks" in res["foreign"]
+        assert "ckpt-000000004.rank0-of-9.pt (another number of ranks)" in res["foreign"]
 
 
 # -- faults ---------------------------------------------------------------------------------

@@ -390,6 +390,12 @@ class RankCheckpoints:
         pat = re.compile(rf"ckpt-(\d+)\.rank{self.rank}-of-{self.world_size}\.pt$")
         return sorted(int(m.group(1)) for p in self.dir.iterdir() if (m := pat.match(p.name)))
 
+    def other_layouts(self) -> list[str]:
+        """Checkpoint files in the folder written by a different number of ranks."""
+        pat = re.compile(r"ckpt-\d+\.rank\d+-of-(\d+)\.pt$")
+        return sorted(p.name for p in self.dir.iterdir()
+                      if (m := pat.match(p.name)) and int(m.group(1)) != self.world_size)
+
     def save(self, snapshot: dict) -> Path:
         k = int(snapshot["iteration"])
         path = self.path(k)
@@ -452,6 +458,10 @@ def run(algorithm, problem, graph: Graph, iterations: int, *, split: Sequence[in
     if resume:
         require(store is not None, "resume", resume, "a checkpoint_dir to resume from")
         k = net.latest_common(store)
+        others = store.other_layouts()
+        if k is None and others:  # never restart from scratch next to another layout's run
+            raise ParameterError("resume", resume, f"checkpoints of {net.world_size} ranks; "
+                                 f"{store.dir} holds {others[0]} (another number of ranks)")
         if k is None and resume is True:
             raise ParameterError("resume", resume, f"a checkpoint saved by all {net.world_size} "
                                  f"ranks in {store.dir}")
