@@ -643,8 +643,8 @@ def fig2(report, quick: bool) -> None:
         spec = CNNSpec("mnist", 0.68, 0.02, (Phase("window", 2, 2, 2),), eval_samples=10,
                        batch=2)
     else:
-        spec = CNNSpec("mnist", 0.68, 0.02, (Phase("exact", 40, 5), Phase("window", 200, 20, 4)),
-                       eval_samples=2000)
+        spec = CNNSpec("mnist", 0.68, 0.02, (Phase("exact", 20, 4), Phase("window", 100, 10, 2)),
+                       eval_samples=1000)
     _cnn_figure(report, quick, spec, "cw-fig2", "MNIST")
 
 
@@ -654,6 +654,6 @@ def fig3(report, quick: bool) -> None:
     if quick:
         spec = CNNSpec("cifar10", 0.7, 0.1, (Phase("exact", 2, 2),), eval_samples=4, batch=1)
     else:
-        spec = CNNSpec("cifar10", 0.7, 0.1, (Phase("exact", 15, 3), Phase("window", 100, 10, 2)),
+        spec = CNNSpec("cifar10", 0.7, 0.1, (Phase("exact", 6, 2), Phase("window", 30, 5, 2)),
                        eval_samples=1000)
     _cnn_figure(report, quick, spec, "cw-fig3", "CIFAR-10")
