@@ -149,20 +149,25 @@ def _sweep(report, quick: bool, key: str, values: list[float], fixed: dict) -> N
 def _claims_sweep(report, quick, key, values, curves, iters) -> None:
     K = int(iters[-1])
     tail = iters >= 0.8 * K
-    rows, ok = [], True
+    rows, falling, zero = [], True, True
     for v in values:
         c = curves[v]
         drop = c[tail][0] / c[-1]
-        ok &= bool(c[-1] <= 1e-8 * c.max() and drop >= 10.0)
-        rows.append(f"{key}={v:g}: final {c[-1]:.2e} (peak {c.max():.2e}), last-20% drop "
-                    f"{drop:.3g}x")
-    # DPP2 needs thousands of iterations on this problem: the quick horizon cannot show it
-    report.claim("Exact convergence of DPP2: the optimality measure keeps decreasing (linear "
-                 f"tail) to numerical zero, no noise floor, for every {key}",
-                 None if quick else ok,
-                 ("not checkable at the quick horizon (run the full variant); " if quick else "")
-                 + "criterion: final <= 1e-8 x peak and >= 10x decrease over the last 20% of K; "
-                 + "; ".join(rows))
+        falling &= bool(drop >= 10.0)
+        zero &= bool(c[-1] <= 1e-8 * c.max())
+        row = f"{key}={v:g}: final {c[-1]:.2e} (peak {c.max():.2e}), last-20% drop {drop:.3g}x"
+        if c[-1] > 1e-8 * c.max() and drop > 1:     # where the tail rate would get there
+            more = (K - iters[tail][0]) * math.log(c[-1] / (1e-8 * c.max())) / math.log(drop)
+            row += f" (1e-8 x peak near k = {K + more:.0f} at the tail rate)"
+        rows.append(row)
+    # DPP2 needs thousands of iterations on this problem: the quick horizon cannot show either
+    skip = "not checkable at the quick horizon (run the full variant); " if quick else ""
+    report.claim(f"No noise floor: DPP2's optimality measure is still falling at K for every "
+                 f"{key}", None if quick else falling,
+                 skip + "criterion: >= 10x decrease over the last 20% of K; " + "; ".join(rows))
+    report.claim(f"Exact convergence of DPP2 to numerical zero within K for every {key}",
+                 None if quick else zero, skip + "criterion: final <= 1e-8 x peak (see the "
+                 "previous row for the numbers)")
     finals = [curves[v][-1] for v in values]
     mid = len(iters) // 2
     halves = [curves[v][mid] for v in values]
