@@ -881,3 +881,47 @@ def dp_dda(W: np.ndarray, grads: Sequence[Grad], x0: np.ndarray, beta0: float, s
         xs.append(np.stack(x))
         avgs.append(np.stack(avg))
     return {"x": np.stack(xs), "x_avg": np.stack(avgs)}
+
+
+# ---- baselines of paper 003's Figs. 5-6 --------------------------------------------------------
+
+Message = Callable[[int, int, np.ndarray], np.ndarray]     # (agent i, iteration k, value) -> sent
+
+
+def coupled_dsgd(W: np.ndarray, grads: Sequence[Grad], x0: np.ndarray,
+                 coupling: Callable[[int], float], step: Callable[[int], float],
+                 message: Message, iterations: int) -> np.ndarray:
+    """DSGD with a coupling weight, per agent ([36] and [41] of paper 003):
+    ``x_i' = x_i + c_k sum_{j != i} w_ij (psi_j - x_i) - lambda_k grads[i](x_i, k)`` with
+    ``psi_j = message(j, k, x_j)`` (quantized and/or perturbed state). Returns ``(K+1, n, d)``."""
+    W = np.asarray(W, dtype=np.float64)
+    n = W.shape[0]
+    x = [np.array(x0[i], dtype=np.float64) for i in range(n)]
+    traj = [np.stack(x)]
+    for k in range(iterations):
+        psi = [message(j, k, x[j]) for j in range(n)]
+        new = []
+        for i in range(n):
+            pull = np.zeros_like(x[i])
+            for j in range(n):
+                if j != i and W[i, j] != 0.0:
+                    pull += W[i, j] * (psi[j] - x[i])
+            new.append(x[i] + coupling(k) * pull - step(k) * grads[i](x[i], k))
+        x = new
+        traj.append(np.stack(x))
+    return np.stack(traj)
+
+
+def server_sgd(p: Sequence[float], grads: Sequence[Grad], x0: np.ndarray,
+               step: Callable[[int], float], message: Message, iterations: int) -> np.ndarray:
+    """A server's SGD ([33], [37] of paper 003): ``x' = x - eta_k sum_i p_i message(i, k, g_i(x))``
+    with one model x. Returns ``(K+1, d)``."""
+    x = np.array(x0, dtype=np.float64)
+    traj = [x.copy()]
+    for k in range(iterations):
+        agg = np.zeros_like(x)
+        for i, g in enumerate(grads):
+            agg += p[i] * message(i, k, g(x, k))
+        x = x - step(k) * agg
+        traj.append(x.copy())
+    return np.stack(traj)

@@ -236,3 +236,19 @@ def theorem4_conditions(graph, alpha: float, beta: float, p_m: float, p_zeta: fl
     gap = min(p_zeta, p_eta) - 1.0 / p_m
     out.append(Condition("min(p_zeta, p_eta) - 1/p_m", gap, gap > 0, "Theorem 4"))
     return out
+
+
+# ---- shared by the DSGD-type baselines of Figs. 5-6 ([36], [41]) -------------------------------
+
+def dsgd_state_sensitivity(coupling: Sequence[float], step: Sequence[float], row_sum: float,
+                           C1_over_m: float) -> np.ndarray:
+    """``Delta_k`` of a protected agent's state in ``x_{k+1} = x_k + c_k sum_j w_ij (psi_j -
+    x_k) - lambda_k g_k`` when every message psi is fixed by the observation (the argument of
+    Appendix F): ``Delta_0 = 0``, ``Delta_{k+1} = |1 - c_k sum_j w_ij| Delta_k + lambda_k C1/m``.
+    ``coupling``, ``step``: ``c_k``, ``lambda_k`` for k = 0..K-1; returns ``Delta_0..Delta_K``."""
+    c, lam = np.asarray(coupling, dtype=np.float64), np.asarray(step, dtype=np.float64)
+    require(c.shape == lam.shape, "coupling/step", (c.shape, lam.shape), "equal lengths")
+    out = np.zeros(len(c) + 1)
+    for k in range(len(c)):
+        out[k + 1] = abs(1.0 - c[k] * row_sum) * out[k] + lam[k] * C1_over_m
+    return out

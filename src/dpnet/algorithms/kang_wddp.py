@@ -1,0 +1,83 @@
+"""Baseline [33] of paper 003: weighted distributed DP ERM (WD-DP) of Kang, Liu, Niu & Wang
+(Computers & Security 2021), gradient perturbation with Gaussian noise:
+
+    x_{k+1} = x_k - eta_k sum_i p_i (g_i(x_k) + z_{i,k}),    z_{i,k} ~ N(0, sigma^2 I_d),
+
+with ``p_i = n_i / N`` the parties' data shares, ``eta_k = eta / (k+1)^power`` and ``g_i`` the
+average gradient of m distinct local samples. [33] has a central server; here the server is
+emulated on a complete graph whose weight matrix has identical rows p (:func:`server_graph`):
+every agent broadcasts ``u_i = x_i - eta_k (g_i + z_i)`` and keeps ``sum_j p_j u_j``, so agents
+that start from the same x_0 all hold the server's model. Privacy: :mod:`dpnet.privacy.kang`
+(RDP accounting of the same Gaussian mechanism; [33]'s closed form has an unspecified constant).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import ParameterError, nonnegative, positive, positive_int, require
+from ..graphs import Graph, from_weights
+from ..noise import Gaussian
+from ..privacy import kang
+from ..privacy.guarantee import PrivacyGuarantee
+from .base import Algorithm, Context, State, register
+
+
+def server_graph(n: int, p: np.ndarray | None = None) -> Graph:
+    """Complete graph with ``W = 1 p^T`` (default ``p = 1/n``): one mixing step is the server's
+    weighted average."""
+    n = positive_int("n", n)
+    p = np.full(n, 1.0 / n) if p is None else np.asarray(p, dtype=np.float64)
+    require(p.shape == (n,) and bool(np.all(p > 0)) and abs(p.sum() - 1) < 1e-12, "p", p,
+            "positive weights summing to 1, one per agent")
+    return from_weights(np.tile(p, (n, 1)), name=f"server({n})")
+
+
+def require_server(graph, who: str) -> None:
+    W = graph.W
+    if not (np.allclose(W, W[:1]) and np.allclose(W.sum(1), 1.0) and np.all(W > 0)):
+        raise ParameterError("graph", graph.name, f"{who} aggregates at a server: W must have "
+                             "identical positive rows summing to 1", "use server_graph(n, p)")
+
+
+@register
+class KangWDDP(Algorithm):
+    name = "kang_wddp"
+    paper = "Kang, Liu, Niu & Wang (2021), WD-DP gradient perturbation; [33] of paper 003"
+    private = True
+
+    def __init__(self, eta: float, sigma: float, batch: int, power: float = 0.0) -> None:
+        self.eta, self.sigma = positive("eta", eta), nonnegative("sigma", sigma)
+        self.batch, self.power = positive_int("batch", batch), nonnegative("power", power)
+        self.noise = Gaussian(self.sigma)
+
+    def check_graph(self, graph) -> None:
+        require_server(graph, self.name)
+
+    def init(self, ctx: Context, x0) -> State:
+        return {"x": x0}
+
+    def step(self, ctx: Context, state: State, k: int) -> State:
+        x = state["x"]
+        g = ctx.grad(x, self.batch, k=k, purpose="sample")
+        u = x - self.eta / (k + 1.0) ** self.power * (g + ctx.noise(self.noise, "noise", k))
+        return {"x": ctx.net.mix(ctx.net.exchange(u, "u"), "W")}
+
+    def privacy(self, problem, graph, iterations: int | None = None, C: float | None = None,
+                delta: float = 1e-5, subsampled: bool = True, **_: Any) -> PrivacyGuarantee:
+        """RDP-accounted Gaussian releases (see :mod:`dpnet.privacy.kang`); C: Definition 3 of
+        paper 003 in l2; D = the problem's local sample count."""
+        if iterations is None or C is None or self.sigma == 0:
+            raise ParameterError("iterations/C/sigma", (iterations, C, self.sigma),
+                                 "a horizon, paper 003's C (l2) and sigma > 0")
+        D = getattr(problem, "m", None)
+        require(isinstance(D, int | np.integer), "problem.m", D, "a local sample count")
+        eps = kang.epsilon(self.sigma, C, self.batch, int(D), iterations, delta, subsampled)
+        return PrivacyGuarantee.from_per_agent(
+            [eps] * graph.n, delta=delta, horizon=iterations,
+            theorem="Gaussian mechanism (sensitivity C/m) composed by the RDP accountant"
+                    + (" with sampling without replacement" if subsampled else ""),
+            assumptions=(f"paper 003's Definition 3 with C = {C:g} (l2)",),
+            notes=("[33]'s own closed form has an unspecified constant c",))
