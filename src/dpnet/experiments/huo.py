@@ -133,10 +133,42 @@ def _suboptimality(setup: LRSetup, history) -> np.ndarray:
     return np.asarray(history["objective"]) - setup.f_star
 
 
-def run_lr(setup: LRSetup, alg, seed: int) -> np.ndarray:
+def _key(label: str, alg) -> str:
+    """Cache key of a run: the method and a digest of all its parameters."""
+    import hashlib
+
+    digest = hashlib.sha256(repr(sorted(alg.params().items())).encode()).hexdigest()[:12]
+    return f"{label.split(' ')[0].lower()}-{digest}"
+
+
+@dataclass
+class Curve:
+    iteration: np.ndarray
+    suboptimality: np.ndarray
+    bits: int
+
+
+def run_lr(setup: LRSetup, alg, seed: int, key: str | None = None) -> Curve:
+    """One run from x_0 = 0. With ``key`` (full runs) the curve is cached under
+    ``$DPNET_RUNS/huo-lr/`` so an interrupted experiment resumes run by run and the figures
+    share identical runs (Fig. 2(b) reuses Fig. 2(a)'s epsilon = 0.01 runs)."""
+    path = None
+    if key is not None:
+        path = runs_dir() / "huo-lr" / f"{setup.name}-{key}-T{setup.T}-seed{seed}.npz"
+        if path.is_file():
+            z = np.load(path)
+            return Curve(z["iteration"], z["suboptimality"], int(z["bits"]))
     res = run(alg, setup.problem, setup.graph, setup.T, x0=np.zeros(setup.problem.dim),
               seed=seed, log_every=setup.log_every, reference=None)
-    return _suboptimality(setup, res.history), res
+    curve = Curve(np.asarray(res.history["iteration"]), _suboptimality(setup, res.history),
+                  int(res.ledger.total))
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp.npz")
+        np.savez(tmp, iteration=curve.iteration, suboptimality=curve.suboptimality,
+                 bits=curve.bits)
+        tmp.replace(path)
+    return curve
 
 
 def doadp_lr(setup: LRSetup, p: float, ratio: float, epsilon: float):
@@ -213,12 +245,10 @@ def fig2a(report, quick: bool) -> None:
         for label, p, ratio in LR_RATES:
             alg, mech, sigma, how = doadp_lr(s, p, ratio, eps)
             privacy_rows.append(_privacy_row(label, mech, sigma, how, tight=not quick))
-            curves = []
-            for seed in s.seeds:
-                sub, res = run_lr(s, alg, seed)
-                curves.append(sub)
-            curves = np.stack(curves)
-            it = res.history["iteration"]
+            key = None if quick else _key("do-adp", alg)
+            runs_ = [run_lr(s, alg, seed, key) for seed in s.seeds]
+            curves = np.stack([c.suboptimality for c in runs_])
+            it = runs_[0].iteration
             mean = curves.mean(0)
             finals[label] = float(mean[-1])
             report.add_rows([{"dataset": s.name, "rate": label, "p": p, "k/d": ratio,
@@ -261,7 +291,8 @@ def fig2b(report, quick: bool) -> None:
             for label, p, ratio in LR_RATES:
                 alg, mech, sigma, how = doadp_lr(s, p, ratio, eps)
                 acc = huo.proof_account(sigma, DELTA0, mech)
-                vals = [run_lr(s, alg, seed)[0][-1] for seed in s.seeds]
+                key = None if quick else _key("do-adp", alg)
+                vals = [run_lr(s, alg, seed, key).suboptimality[-1] for seed in s.seeds]
                 finals[label].append(float(np.mean(vals)))
                 report.add_rows([{"dataset": s.name, "epsilon": eps, "rate": label, "p": p,
                                   "k/d": ratio, "sigma": sigma, "sigma from": how,
@@ -364,15 +395,13 @@ def fig3(report, quick: bool) -> None:
         finals, rows = {}, []
         for label, (a, desc) in methods.items():
             report.setting(f"{s.name} {label}", desc)
-            curves = []
-            for seed in s.seeds:
-                sub, res = run_lr(s, a, seed)
-                curves.append(sub)
-            curves = np.stack(curves)
+            key = None if quick else _key(label, a)
+            runs_ = [run_lr(s, a, seed, key) for seed in s.seeds]
+            curves = np.stack([c.suboptimality for c in runs_])
             mean = curves.mean(0)
-            it = res.history["iteration"]
+            it = runs_[0].iteration
             finals[label] = float(mean[-1])
-            bits = res.ledger.total / (s.problem.n_agents * s.T)
+            bits = runs_[0].bits / (s.problem.n_agents * s.T)
             rows.append({"method": label, "final suboptimality": finals[label],
                          "bits per agent per iteration": bits})
             report.add_rows([{"dataset": s.name, "method": label, "iteration": int(i),
@@ -483,16 +512,19 @@ def cnn_run(spec: CNNSpec, problem: NeuralProblem, graph, eps: float, label: str
            "test_accuracy_agents": np.asarray(final["test_accuracy_agents"]).tolist(),
            "test_loss": final["test_loss"], "bits": res.ledger.total,
            "wall_s": time.perf_counter() - start}
-    acc = huo.proof_account(sigma, spec.delta0, mech, huo.delta_hat_for(spec.delta, spec.delta0,
-                                                                          mech))
-    tight = not quick
-    out["privacy"] = {"proof eps": acc.epsilon, "proof delta": acc.delta,
-                      "Theorem 1 failures": huo.theorem1_failures(eps, sigma, DELTA0, mech),
-                      "PLD eps": huo.dp_accounting_epsilon(sigma, spec.delta, mech, "pld")
-                      if tight else float("nan"),
-                      "RDP eps visible": huo.dp_accounting_epsilon(
-                          sigma, spec.delta, mech, "rdp", activation="visible")
-                      if tight else float("nan")}
+    nan = float("nan")
+    out["privacy"] = {"proof eps": nan, "proof delta": nan, "Theorem 1 failures": [],
+                      "PLD eps": nan, "RDP eps visible": nan}
+    if sigma > 0:
+        acc = huo.proof_account(sigma, spec.delta0, mech,
+                                huo.delta_hat_for(spec.delta, spec.delta0, mech))
+        out["privacy"].update({"proof eps": acc.epsilon, "proof delta": acc.delta,
+                               "Theorem 1 failures": huo.theorem1_failures(eps, sigma, DELTA0,
+                                                                           mech)})
+        if not quick:
+            out["privacy"]["PLD eps"] = huo.dp_accounting_epsilon(sigma, spec.delta, mech, "pld")
+            out["privacy"]["RDP eps visible"] = huo.dp_accounting_epsilon(
+                sigma, spec.delta, mech, "rdp", activation="visible")
     torch.save(out, done)
     ckpt.unlink(missing_ok=True)
     log(f"[huo-table2] {tag}: done, test accuracy {out['test_accuracy']:.4f}")
