@@ -23,10 +23,10 @@ def tiny_images(monkeypatch):
     monkeypatch.delenv("DPNET_CHECKPOINT_DIR", raising=False)
 
 
-def _check_common(rep, tmp_path, name):
+def _check_common(rep, tmp_path, name, datasets=("mnist", "cifar10")):
     for ext in ("md", "csv", "png", "json"):
         assert (tmp_path / f"{name}.{ext}").is_file()
-    assert {r["dataset"] for r in rep.rows} == {"mnist", "cifar10"}
+    assert {r["dataset"] for r in rep.rows} == set(datasets)
     assert all(0.0 <= r["test_accuracy"] <= 1.0 for r in rep.rows)
     assert all(c.passed in (True, False, None) and c.measured for c in rep.claims)
     text = (tmp_path / f"{name}.md").read_text()
@@ -63,3 +63,24 @@ def test_fig4_quick(tiny_images, tmp_path):
     _check_common(rep, tmp_path, "cwz-fig4")
     s1_smaller = next(c for c in rep.claims if c.text.startswith("S1 has the smaller"))
     assert s1_smaller.passed in (True, False) and "compact form" in s1_smaller.measured
+
+
+def test_fig5_quick(tiny_images, tmp_path):
+    rep = get("cwz-fig5").run(quick=True, outdir=tmp_path)
+    _check_common(rep, tmp_path, "cwz-fig5", ("mnist",))
+    runs = {r["run"] for r in rep.rows}
+    assert {"S2 p=0.9996", "S1 p=0.1", "[33] Kang et al.", "[36] Wang & Basar",
+            "[37] Yan et al.", "[39] LDOL", "[41] Chen, Wang & Zhang"} <= runs
+    assert sum("converges faster" in c.text for c in rep.claims) == 2
+
+
+def test_fig6_quick(tmp_path):
+    rep = get("cwz-fig6").run(quick=True, outdir=tmp_path)
+    final = {r["method"]: r for cap, rows in rep.tables if cap.startswith("(epsilon")
+             for r in rows}
+    assert final["[33] Kang et al."]["delta"] == pytest.approx(1e-5)
+    assert final["[36] Wang & Basar"]["delta"] == 0.0
+    # Lemma 5 with factors 1 (compact form) is the larger bound
+    assert final["S2 p=0.9996 (compact)"]["epsilon"] > final["S2 p=0.9996 (per-agent)"]["epsilon"]
+    assert len(rep.claims) == 4 and all(c.measured for c in rep.claims)
+    assert {r["iterations"] for r in rep.rows} == {1, 1001, 2001}
