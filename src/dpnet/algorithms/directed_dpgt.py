@@ -100,10 +100,11 @@ class DirectedDPGT(Algorithm):
 
     # -- privacy ----------------------------------------------------------------------------
     def privacy(self, problem, graph, iterations: int | None = None, C: float | None = None,
-                norm: str = "l2", **_: Any) -> PrivacyGuarantee:
+                norm: str = "l2", smoothness: float | None = None, **_: Any) -> PrivacyGuarantee:
         """Lemma 5 over the ``iterations`` observed messages (k = 0..iterations-1) for this form;
         C (Definition 3) must be given, in the ``norm`` it bounds (``"l2"``: l1 constant
-        ``sqrt(d) C``). Full gradients (``batch=None``) are accounted as m = 1 (conservative)."""
+        ``sqrt(d) C``). Full gradients (``batch=None``) are accounted as m = 1 (conservative).
+        ``smoothness=L`` adds the gradient-drift term Lemma 4 omits."""
         if iterations is None or iterations < 1:
             raise ParameterError("iterations", iterations, "Lemma 5 is a finite-horizon sum: "
                                  "give the number of iterations (>= 1)")
@@ -114,4 +115,4 @@ class DirectedDPGT(Algorithm):
         return cwz.guarantee(graph, self.alpha, self.beta, self.gamma, self.batch or 1, C,
                              problem.dim, lambda k: self.noise_x.scale_at(k, n),
                              lambda k: self.noise_y.scale_at(k, n), iterations - 1,
-                             self.form, norm)
+                             self.form, norm, smoothness)

@@ -57,15 +57,21 @@ def _check(a: float, b: float, gamma: float, C: float, m: int, K: int) -> None:
     require(isinstance(K, int | np.integer) and K >= 0, "K", K, "an integer K >= 0")
 
 
-def sensitivities(a: float, b: float, gamma: float, C: float, m: int, K: int) -> tuple[
-        np.ndarray, np.ndarray]:
-    """``(Dx, Dy)``, arrays of length K+1, by Appendix F's recursions (C is the l1 constant)."""
+def sensitivities(a: float, b: float, gamma: float, C: float, m: int, K: int,
+                  lipschitz: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(Dx, Dy)``, arrays of length K+1, by Appendix F's recursions (C is the l1 constant).
+
+    ``lipschitz=L1`` adds what Appendix F leaves out: ``g_{i0,k}`` is evaluated at
+    ``x_{i0,k} != x'_{i0,k}``, so with sample gradients L1-Lipschitz from l1 to l1 (``sqrt(d) L``
+    for an l2 smoothness L) ``Dy[k] = b Dy[k-1] + 2 C/m + L1 (Dx[k] + Dx[k-1])`` [DERIVED]."""
     _check(a, b, gamma, C, m, K)
+    Lc = 0.0 if lipschitz is None else float(lipschitz)
+    require(Lc >= 0 and math.isfinite(Lc), "lipschitz", lipschitz, "0 <= L1 < inf")
     Dx, Dy = np.zeros(K + 1), np.zeros(K + 1)
     Dy[0] = C / m
     for k in range(1, K + 1):
-        Dy[k] = b * Dy[k - 1] + 2.0 * C / m
         Dx[k] = a * Dx[k - 1] + gamma * Dy[k - 1]
+        Dy[k] = b * Dy[k - 1] + 2.0 * C / m + Lc * (Dx[k] + Dx[k - 1])
     return Dx, Dy
 
 
@@ -139,10 +145,12 @@ def l1_constant(C: float, d: int, norm: str = "l2") -> float:
 def cumulative_epsilon(graph, alpha: float, beta: float, gamma: float, m: int, C: float, d: int,
                        sigma_zeta: Callable[[int], np.ndarray],
                        sigma_eta: Callable[[int], np.ndarray], K: int, form: str = "compact",
-                       norm: str = "l2") -> np.ndarray:
+                       norm: str = "l2", smoothness: float | None = None) -> np.ndarray:
     """``(K+1, n)`` array: ``eps_k(i0)``, Lemma 5's sum up to iteration k, for every agent i0.
 
-    ``sigma_zeta(k)``, ``sigma_eta(k)`` return the per-agent noise scales (length n) at k."""
+    ``sigma_zeta(k)``, ``sigma_eta(k)`` return the per-agent noise scales (length n) at k.
+    ``smoothness=L`` (l2 smoothness of one sample's gradient) adds the term Lemma 4 omits (see
+    :func:`sensitivities`); None follows the paper."""
     n = graph.n
     C1 = l1_constant(C, d, norm)
     sz = np.stack([np.broadcast_to(np.asarray(sigma_zeta(k), dtype=np.float64), (n,))
@@ -152,20 +160,21 @@ def cumulative_epsilon(graph, alpha: float, beta: float, gamma: float, m: int, C
     out = np.zeros((K + 1, n))
     for i0 in range(n):
         a, b = contraction_factors(graph, alpha, beta, i0, form)
-        Dx, Dy = sensitivities(a, b, gamma, C1, m, K)
+        L1 = None if smoothness is None else l1_constant(smoothness, d, norm)
+        Dx, Dy = sensitivities(a, b, gamma, C1, m, K, L1)
         out[:, i0] = np.cumsum(epsilon_terms(Dx, Dy, sz[:, i0], se[:, i0]))
     return out
 
 
 def guarantee(graph, alpha: float, beta: float, gamma: float, m: int, C: float | None, d: int,
-              sigma_zeta, sigma_eta, K: int, form: str = "compact",
-              norm: str = "l2") -> PrivacyGuarantee:
+              sigma_zeta, sigma_eta, K: int, form: str = "compact", norm: str = "l2",
+              smoothness: float | None = None) -> PrivacyGuarantee:
     """Lemma 5's epsilon for observations k = 0..K, per protected agent and its maximum."""
     if C is None:
         raise ParameterError("C", None, "Lemma 4 of Chen, Wang & Zhang needs C >= ||g_i0(x, xi) "
                              "- g_i0(x, xi')|| (Definition 3); pass privacy={'C': ...}")
     per = cumulative_epsilon(graph, alpha, beta, gamma, m, C, d, sigma_zeta, sigma_eta, K,
-                             form, norm)[-1]
+                             form, norm, smoothness)[-1]
     assumptions = [f"Definition 3 adjacency with C = {C:g} bounding the {norm} norm of one "
                    "sampled gradient's change" + (f" (l1 constant sqrt(d) C, d = {d})"
                                                   if norm == "l2" else ""),
@@ -175,7 +184,9 @@ def guarantee(graph, alpha: float, beta: float, gamma: float, m: int, C: float |
                                    "(4)/(6)" if form == "per-agent" else
                                    "compact forms (7)/(8): own perturbed state mixed, factors "
                                    "a = b = 1 [derived]"),
-             "smaller noise gives larger epsilon (Lemma 5); the paper's Remark 13 says otherwise"]
+             "smaller noise gives larger epsilon (Lemma 5); the paper's Remark 13 says otherwise",
+             "Lemma 4 as printed omits the change of g_i0 through x_i0 != x'_i0" if smoothness is
+             None else f"with the smoothness term (L = {smoothness:g}) Lemma 4 omits"]
     return PrivacyGuarantee.from_per_agent(per, delta=0.0, horizon=K + 1, theorem=THEOREM,
                                            assumptions=tuple(assumptions), notes=tuple(notes))
 
