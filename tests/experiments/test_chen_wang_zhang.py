@@ -61,6 +61,7 @@ def test_fig3_quick(tiny_images, tmp_path, capsys):
 def test_fig4_quick(tiny_images, tmp_path):
     rep = get("cwz-fig4").run(quick=True, outdir=tmp_path)
     _check_common(rep, tmp_path, "cwz-fig4")
+    assert {"S1 steps, no noise", "S2 steps, no noise"} <= {r["run"] for r in rep.rows}
     s1_smaller = next(c for c in rep.claims if c.text.startswith("S1 has the smaller"))
     assert s1_smaller.passed in (True, False) and "compact form" in s1_smaller.measured
 
