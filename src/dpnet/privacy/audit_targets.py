@@ -238,6 +238,19 @@ register_target(AuditTarget(
     note="Finding: Proposition 1 under-counts the x-noise term by a factor 1/q."))
 
 register_target(AuditTarget(
+    name="diadsp-prop1-derived",
+    requires="diadsp",
+    algorithm=lambda: _alg("diadsp", 0.5, _lap(2.0, 0.2), _lap(50.0, 0.2)),
+    problems=lambda: linear_pair(N, 1, AGENT, M=1.0, smoothness=0.01),
+    graph=_graph, iterations=2, x0=X0_1, constants={"adjacency": 2.0, "variant": "derived"},
+    claim_iterations=None,
+    features=lambda: tracking_features(_W(), 0.5),
+    adjacency=ADJ_000 + "; gradient difference constant = delta = 2 (Assumption 6); declared "
+              "L_f = 0.01",
+    note="Proposition 1 with variant='derived' (tau = eta/(s_x q) + 1/s_y) on the inputs where "
+         "the printed form fails: claims 2.99 against the true 2.54."))
+
+register_target(AuditTarget(
     name="diadsp-printed-large-eta",
     requires="diadsp",
     algorithm=lambda: _alg("diadsp", 100.0, _lap(200.0, 0.9), _lap(1e4, 0.9)),

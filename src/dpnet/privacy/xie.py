@@ -18,6 +18,16 @@ equal compressor inputs).
   ``tau = 1/s_x + 1/(eta s_v)`` (PPDC); requires ``eta < 1/(2L)`` and
   ``q in ((eta L + sqrt(eta^2 L^2 + 4 eta L))/2, 1)``.
 
+Audit findings (``dpnet audit``, docs/auditing.md), reported in every guarantee they affect:
+
+* Proposition 1 charges the x-noise ``eta delta / s_x``, but ``x^a_1`` carries the shift
+  ``eta delta`` under noise of scale ``s_x q``. Redoing the proof's recursion
+  (``b_k = ||Delta y_k|| / q^k``, ``b_k <= (eta L/q) b_{k-1} + (eta L/q^2) b_{k-2}``) gives the
+  same series with ``tau = eta/(s_x q) + 1/s_y``: ``variant="derived"`` for the propositions.
+  Proposition 2 has the same first-message gap when ``eta > q``; no derived form is offered.
+* Theorem 3 as printed (``sqrt(eta)``) is below the appendix's own step (``eta``) when
+  ``eta > 1``, and is then not a bound.
+
 :func:`xie_guarantee` turns an algorithm's noise objects into the per-agent guarantee (DiaDSP,
 PGTC, PPDC); :func:`calibrate_noise` scales an algorithm's noises to a target epsilon.
 """
@@ -93,14 +103,19 @@ def _infinite(tau: float, eta: float, L: float, q: float, delta: float) -> float
 
 
 def pgtc_infinite_horizon(eta: float, L: float, s_x: float, s_y: float, q: float,
-                          delta: float) -> float:
-    """Proposition 1 of paper 000."""
-    return _infinite(eta * _inv(s_x) + _inv(s_y), eta, L, q, delta)
+                          delta: float, variant: str = "printed") -> float:
+    """Proposition 1 of paper 000; ``variant="derived"`` charges the first x-message at its
+    actual noise scale ``s_x q`` (see the module docstring)."""
+    require(variant in VARIANTS, "variant", variant, f"one of {VARIANTS}")
+    x_term = eta * _inv(s_x) / (q if variant == "derived" else 1.0)
+    return _infinite(x_term + _inv(s_y), eta, L, q, delta)
 
 
 def ppdc_infinite_horizon(eta: float, L: float, s_x: float, s_v: float, q: float,
-                          delta: float) -> float:
-    """Proposition 2 of paper 000."""
+                          delta: float, variant: str = "printed") -> float:
+    """Proposition 2 of paper 000 (printed form only: see the module docstring)."""
+    require(variant == "printed", "variant", variant,
+            "'printed' (Proposition 2 has no derived form; use the finite-horizon Theorem 6)")
     return _infinite(_inv(s_x) + _inv(s_v) / eta, eta, L, q, delta)
 
 
@@ -131,6 +146,7 @@ def xie_guarantee(name: str, which: str, problem, graph, iterations, eta: float,
                                  f"both noises (agent {i})")
         qs.append(q2 if noise_x.is_zero else qx)
     label = "Theorem 3" if which == "pgtc" else "Theorem 6"
+    notes: tuple[str, ...] = ()
     if iterations is None:
         label = "Proposition 1" if which == "pgtc" else "Proposition 2"
         if adjacency is None:
@@ -139,10 +155,16 @@ def xie_guarantee(name: str, which: str, problem, graph, iterations, eta: float,
                                  "versions, constant under Assumption 6)")
         L = problem.smoothness
         fn = pgtc_infinite_horizon if which == "pgtc" else ppdc_infinite_horizon
-        per = [fn(eta, L, px[i][0], p2[i][0], qs[i], adjacency) for i in range(n)]
+        per = [fn(eta, L, px[i][0], p2[i][0], qs[i], adjacency, variant) for i in range(n)]
         assumptions = ("Assumption 6: grad f_i0^(1) - grad f_i0^(2) is constant",
                        f"adjacency radius delta = {adjacency:g}", f"L_f = {L:.6g}",
-                       f"eta < 1/(2 L_f) and q in the interval of {label}")
+                       f"eta < 1/(2 L_f) and q in the interval of {label}",
+                       f"variant: {variant}")
+        if variant == "printed":
+            notes = (f"an empirical audit finds {label} as printed violated when the x-noise "
+                     "dominates (the first x message costs eta*delta/(s_x q), not eta*delta/s_x)"
+                     + ("; variant='derived' corrects it" if which == "pgtc" else
+                        " whenever eta > q; prefer the finite-horizon Theorem 6"),)
     else:
         M = gradient_bound if gradient_bound is not None else problem.gradient_bound()
         if M is None:
@@ -155,13 +177,16 @@ def xie_guarantee(name: str, which: str, problem, graph, iterations, eta: float,
         else:
             per = [ppdc_finite_horizon(d, M, eta, omega, px[i][0], p2[i][0], qs[i],
                                            iterations, variant) for i in range(n)]
+        if variant == "printed" and eta > 1:
+            notes = (f"eta = {eta:g} > 1: the printed sqrt(eta) form is below the appendix's own "
+                     "derivation (eta) and an audit finds it violated; use variant='derived'",)
         src = "user-supplied" if gradient_bound is not None else "computed from the problem's data"
         assumptions = (f"Assumption 7: ||grad f_i|| <= M = {M:.6g} ({src})",
                        f"sum over k = 0..K ({iterations + 1} terms)",
                        f"variant: {variant} ({'sqrt(eta)' if variant == 'printed' else 'eta'})")
     return PrivacyGuarantee.from_per_agent(
         per, horizon=iterations, theorem=f"{label} of Xie et al. (paper 000), applied to {name}",
-        assumptions=assumptions)
+        assumptions=assumptions, notes=notes)
 
 
 def scaled_noise(noise: Noise, factor: float) -> Noise:
