@@ -92,6 +92,15 @@ CASES = {
                        _samples(n), "undirected"),
     "dp_dda": lambda n: (dpnet.algorithms.DPDDA(beta0=2.0, sigma=0.3, p=0.6, clip=1.0,
                                                 radius=3.0), _samples(n), "undirected"),
+    # paper 003's baselines; [33] and [37] have a server, emulated on a complete graph W = 1 p^T
+    "kang_wddp": lambda n: (dpnet.algorithms.KangWDDP(0.3, 0.1, batch=4, power=0.5),
+                            _samples(n), "server"),
+    "yan_binomial": lambda n: (dpnet.algorithms.YanBinomial(0.2, batch=4, levels=16, clip=1.0,
+                                                            trials=40), _samples(n), "server"),
+    "wang_basar_ternary": lambda n: (dpnet.algorithms.WangBasarTernary(
+        0.2, 0.6, 0.8, 0.1, batch=4, a=1.0, b=1.3), _samples(n), "undirected"),
+    "cwz_quantized": lambda n: (dpnet.algorithms.CWZQuantized(
+        0.7, 0.2, 0.3, 0.5, batch=4, sigma0=0.1, p_sigma=0.1), _samples(n), "undirected"),
 }
 NAMES = sorted(set(available()) & set(CASES))
 
@@ -99,6 +108,10 @@ NAMES = sorted(set(available()) & set(CASES))
 def _setup(name: str, n: int, undirected=graphs.ring):
     alg, problem, kind = CASES[name](n)
     # R and C drawn independently: exchanges under "R" and "C" reach different neighbours
+    if kind == "server":
+        from dpnet.algorithms.kang_wddp import server_graph
+
+        return alg, problem, server_graph(n)
     graph = digraphs.random_digraph(n, p=0.3, seed=2) if kind == "directed" else undirected(n)
     return alg, problem, graph
 
