@@ -603,15 +603,18 @@ def _cnn_claims(report, curves, phase: Phase) -> None:
     final, rows = {}, []
     for label, c in curves.items():
         div = c["diverged_at"]
-        final[label] = float("nan") if div is not None else float(c["test_accuracy"][-1])
+        late = float(np.mean(c["test_accuracy"][-3:]))   # last 3 evaluations: less noisy
+        final[label] = float("nan") if div is not None else late
         rows.append({"method": label, "final train accuracy": c["train_accuracy"][-1],
                      "final test accuracy": c["test_accuracy"][-1],
+                     "test accuracy, mean of the last 3 evaluations": late,
                      "at iteration": c["iteration"][-1],
                      "mean of agents' own test accuracies": c["agents_test_accuracy"]
                      if c["agents_test_accuracy"] is not None else "n/a",
                      "diverged at": div if div is not None else "",
                      "wall seconds": round(c["seconds"] or 0.0, 1)})
-    report.table(tag + "final accuracies (average model unless stated)", rows)
+    report.table(tag + "final accuracies (average model unless stated); the claims compare the "
+                 "mean test accuracy of the last 3 evaluations", rows)
 
     def fin(k):
         v = final.get(k, float("nan"))
@@ -619,12 +622,12 @@ def _cnn_claims(report, curves, phase: Phase) -> None:
 
     a1 = fin("Algorithm 1")
     report.claim(tag + "Algorithm 1 reaches a higher accuracy than LDOL", a1 > fin("LDOL (17)"),
-                 f"final test accuracy {a1:.4f} vs {fin('LDOL (17)'):.4f}")
+                 f"late test accuracy {a1:.4f} vs {fin('LDOL (17)'):.4f}")
     for base in ("DOLA", "DMOD", "PDOP"):
         if base not in final:
             report.claim(tag + f"{base} fails to train the CNN", None, f"{base} not run")
             continue
-        report.claim(tag + f"{base} fails to train the CNN (final test accuracy below half of "
+        report.claim(tag + f"{base} fails to train the CNN (late test accuracy below half of "
                      "Algorithm 1's)", fin(base) < 0.5 * a1,
                      f"{fin(base):.4f} vs Algorithm 1 {a1:.4f}")
     private = [k for k in final if k not in ("Algorithm 1", "DSGD (no noise)")]
