@@ -52,6 +52,7 @@ S2_P = (0.9994, 0.9996, 0.9998)
 C_ADJ = 1.0          # Definition 3's C: unknown in the paper; every epsilon is linear in it
 FORM = "compact"
 RESNET18_MNIST_PARAMS = 11_172_810     # d of the paper's model (ResNet-18, 1 input channel)
+ORACLE_BATCH = 57                       # the problems' own minibatch size (S1's m; used by LDOL)
 
 
 def s1(p: float) -> Scheme:
@@ -290,8 +291,10 @@ def describe_scheme(report, label: str, s: Scheme) -> dict:
 
 # ---- figures -----------------------------------------------------------------------------------
 
-def _setups(size: RunSize, batch: int) -> dict[str, Setup]:
-    return {name: make_setup(name, size, batch) for name in size.datasets}
+def _setups(size: RunSize) -> dict[str, Setup]:
+    """The same problems for every figure (so runs shared between figures are cached once); their
+    own minibatch oracle (what LDOL calls) draws ORACLE_BATCH samples."""
+    return {name: make_setup(name, size, ORACLE_BATCH) for name in size.datasets}
 
 
 def _common_settings(report, size: RunSize, setups: dict[str, Setup], graph) -> None:
@@ -306,6 +309,14 @@ def _common_settings(report, size: RunSize, setups: dict[str, Setup], graph) -> 
                        f"over {N_AGENTS} agents, {st.n_test} test images; model {st.model_text}")
         for note in st.notes:
             report.note(f"{name}: {note}")
+    report.choice("Model: ResNet-18 adapted to 28x28 grey / 32x32 colour images "
+                  "(dpnet.models.ResNet18: 3x3 stride-1 stem without max-pool, stages of width "
+                  "64/128/256/512, BatchNorm in batch-statistics mode: no running statistics, "
+                  "so the state row holds every exchanged quantity; BN's affine weights are "
+                  "noised and mixed like all parameters)" + ("" if size.model == "resnet18" else
+                  "; NOT used in this run: on the shared 2-core CPU one iteration of the 5 "
+                  "agents' ResNet-18 minibatch gradients took 99-136 s (about 3 days per "
+                  "2001-iteration run), so this run uses the small CNN named below"))
     report.choice("Fig. 1's digraphs are not in the text: our two 5-agent digraphs are stated "
                   "above (different edge sets, neither matrix doubly stochastic)")
     report.choice("Algorithm 1 runs in its compact form (7)-(8) (the form the convergence proof "
@@ -457,8 +468,7 @@ def _run_schemes(report, fig: str, title: str, entries: list[tuple[str, Scheme]]
                  quick: bool) -> tuple[dict, dict, dict, dict, dict]:
     size = run_size(quick)
     graph = graphs.cwz_fig1()
-    batch = max(s.m for _, s in entries)
-    setups = _setups(size, batch)
+    setups = _setups(size)
     _common_settings(report, size, setups, graph)
     rows = [describe_scheme(report, lab, s) for lab, s in entries]
     curves: dict[str, dict[str, dict]] = {name: {} for name in setups}
@@ -624,7 +634,8 @@ def _baseline_choices(report) -> None:
                   "gamma; [36], [39], [41] (undirected methods) on the undirected union of our "
                   "Fig. 1 digraphs with Metropolis weights, coupling (k+1)^-0.55 and step "
                   "0.3 (k+1)^-0.6 (LDOL's v > u > varsigma + 1/2); every method draws m distinct "
-                  "samples per agent and iteration (LDOL's all-data gradient replaced by it)")
+                  "samples per agent and iteration, m = 55 (LDOL's all-data gradient replaced by the "
+                  f"problems' own {ORACLE_BATCH}-sample minibatch)")
     report.choice("[33]: Gaussian std 0.449 on the gradient, RDP accounting with sampling "
                   "without replacement (its closed form has an unspecified constant). [36]: "
                   "RECONSTRUCTED (paper unavailable offline): ternary quantizer of the clamped "
@@ -639,7 +650,7 @@ def _baseline_choices(report) -> None:
 def baseline_epsilons(alg, graph, problem, T: int) -> tuple[float, float]:
     """(epsilon, delta) of a baseline over T iterations with paper 003's C (l2)."""
     if alg.name == "ldol":
-        c1 = C_ADJ * math.sqrt(problem.dim) / (2.0 * BATCH_S2)
+        c1 = C_ADJ * math.sqrt(problem.dim) / (2.0 * ORACLE_BATCH)
         pg = alg.privacy(problem, graph, iterations=T, l1_gradient_bound=c1)
     else:
         pg = alg.privacy(problem, graph, iterations=T, C=C_ADJ)
@@ -675,7 +686,7 @@ def fig5(report, quick: bool) -> None:
     if quick:      # seven methods: one dataset keeps the quick variant quick
         size = replace(size, datasets=size.datasets[:1])
     graph = graphs.cwz_fig1()
-    setups = _setups(size, max(s.m for _, s in entries))
+    setups = _setups(size)
     _common_settings(report, size, setups, graph)
     _baseline_choices(report)
     rows = [describe_scheme(report, lab, s) for lab, s in entries]
