@@ -62,7 +62,9 @@ def build_algorithm(name: str, params: dict[str, Any]) -> algorithms.Algorithm:
     params = dict(params)
     decay, power = params.pop("decay", None), params.pop("power", None)
     kwargs: dict[str, Any] = {}
-    for key in [k for k in params if k.startswith("noise")]:
+    # an algorithm with its own decay parameter (PGTC's q, DPP2's r) takes plain noise scales
+    own_decay = decay is None and power is None and any(k in params for k in ("q", "r"))
+    for key in [k for k in params if k.startswith("noise") and not own_decay]:
         value = params.pop(key)
         if isinstance(value, dict):
             kwargs[key] = noise.from_spec(value)

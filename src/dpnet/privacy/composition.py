@@ -56,7 +56,8 @@ def calibrate(epsilon_of: Callable[[float], float], target: float, lo: float = 1
     for _ in range(max_iter):
         if hi - lo <= rel_tol * hi:
             break
-        mid = math.sqrt(lo * hi) if lo > 0 and hi / lo > 4 else 0.5 * (lo + hi)
+        # sqrt(lo) * sqrt(hi): the product itself can overflow for huge scales
+        mid = math.sqrt(lo) * math.sqrt(hi) if lo > 0 and hi / lo > 4 else 0.5 * (lo + hi)
         if epsilon_of(mid) <= target:
             hi = mid
         else:
