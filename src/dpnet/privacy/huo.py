@@ -331,10 +331,15 @@ def calibrate_sigma(epsilon: float, mech: Mechanism, accountant: str = "proof",
         raise ParameterError("delta", delta, f"more than the (1 - p B delta0/q)^T part "
                              f"{-math.expm1(mech.T * math.log1p(-mech.sampling * delta0)):.3g}",
                              "lower delta0")
+    lo, hi = 1e-6 * mech.sensitivity(), mech.sensitivity()
     if accountant == "pld":
+        # the PLD of a tiny sigma does not fit in memory: bracket with the RDP answer (RDP's
+        # epsilon is never below PLD's up to discretisation, so sigma_pld <= sigma_rdp)
         rel_tol = max(rel_tol, 1e-4)
+        hi = calibrate_sigma(epsilon, mech, "rdp", delta0, delta, 1e-2, **kw)
+        lo = hi / 4
     return calibrate(lambda s: epsilon_of(s, mech, accountant, delta0, delta, **kw), epsilon,
-                     lo=1e-6 * mech.sensitivity(), hi=mech.sensitivity(), rel_tol=rel_tol)
+                     lo=lo, hi=hi, rel_tol=rel_tol)
 
 
 def guarantee(sigma: float, mech: Mechanism, accountant: str = "theorem1", delta0: float = 1e-5,
