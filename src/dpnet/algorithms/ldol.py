@@ -51,7 +51,8 @@ class LDOL(Algorithm):
                  varsigma: PerAgent, radius: float | None = None) -> None:
         self.lambda0 = positive("lambda0", lambda0)
         self.gamma0 = positive("gamma0", gamma0)
-        self.v = open_interval("v", v, 0.0, 1.0 + 1e-12)
+        self.v = positive("v", v)
+        require(self.v <= 1.0, "v", v, "0 < v <= 1")
         self.u = open_interval("u", u, 0.5, self.v)
         s0 = np.atleast_1d(np.asarray(sigma0, dtype=np.float64))
         require(s0.ndim == 1 and bool(np.all(np.isfinite(s0) & (s0 >= 0))), "sigma0", sigma0,
