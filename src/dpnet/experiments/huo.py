@@ -425,13 +425,14 @@ def fig3(report, quick: bool) -> None:
 
 @dataclass
 class CNNSpec:
-    batch_size: int = 32
-    epochs: float = 10.0
-    eval_every: int = 50
+    batch_size: int = 8
+    epochs: float = 8.0
+    G: float = 3.0                      # per-coordinate clipping at G / sqrt(P)
+    eval_every: int = 150
     eval_samples: int = 2000
     train_subset: int | None = None     # samples per agent (quick)
     test_subset: int | None = None
-    checkpoint_every: int = 50
+    checkpoint_every: int = 150
     seed: int = 0
     epsilons: tuple[float, ...] = (1.0, 0.9, 0.8)
     delta: float = 1e-5
@@ -479,12 +480,12 @@ def cnn_run(spec: CNNSpec, problem: NeuralProblem, graph, eps: float, label: str
     d, q = problem.dim, problem.m
     k = max(1, round(ratio * d))
     T = max(1, int(round(spec.epochs * q / spec.batch_size)))
-    mech = huo.Mechanism(G=G_CLIP, k=k, d=d, p=p, q=q, T=T, batch_size=spec.batch_size)
+    mech = huo.Mechanism(G=spec.G, k=k, d=d, p=p, q=q, T=T, batch_size=spec.batch_size)
     sigma, how = cnn_sigma(spec, mech, eps, quick)
-    alg = algorithms.DOADP(sigma=sigma, p=p, k=k, clip=Clip(G_CLIP, "coordinate"),
+    alg = algorithms.DOADP(sigma=sigma, p=p, k=k, clip=Clip(spec.G, "coordinate"),
                            batch_size=spec.batch_size, **CNN_STEPS)
     tag = (f"{'quick-' if quick else ''}eps{eps:g}-p{p:g}-k{ratio:g}-B{spec.batch_size}-T{T}-"
-           f"G{G_CLIP:g}-s{sigma:.6g}")
+           f"G{spec.G:g}-s{sigma:.6g}")
     folder = runs_dir() / "huo-table2"
     folder.mkdir(parents=True, exist_ok=True)
     done, ckpt = folder / f"{tag}.done.pt", folder / f"{tag}.ckpt.pt"
@@ -555,8 +556,12 @@ def _cnn_settings(report, spec: CNNSpec, problem: NeuralProblem, quick: bool) ->
     report.choice("CNN architecture, batch size, epochs, G, delta0 and the evaluated model are "
                   "not given by the paper: the values above are choices (7,194 parameters keep 20 "
                   "agents' per-sample gradients affordable on 2 CPU cores)")
-    report.choice(f"G = {G_CLIP:g}: per-coordinate clipping of each per-sample gradient at "
-                  f"G/sqrt(P) = {G_CLIP / math.sqrt(problem.dim):.4g} (Assumption 2)")
+    report.choice(f"G = {spec.G:g}: per-coordinate clipping of each per-sample gradient at "
+                  f"G/sqrt(P) = {spec.G / math.sqrt(problem.dim):.4g} (Assumption 2). At the "
+                  "initial point the per-sample gradients have l2 norm ~3 and median coordinate "
+                  "~0.011 = 1/sqrt(P); a 600-iteration pilot (eps = 1, batch 8) reached 15% test "
+                  "accuracy with G = 1 and 35% with G = 3: with alpha = 0.01, clipping at G = 1 "
+                  "leaves steps too small to learn in an affordable horizon")
     report.choice(f"Theorem 1 cannot apply: its T >= q^2 eps^2/(4 p^2) is {3000 ** 2 / 4:.3g}/p^2 "
                   "at eps = 1 (q = 3000), far beyond any affordable T, and its proof's accountant "
                   "with the paper's delta_hat = sqrt(S) leaves delta ~ 0.45 at eps = 1. sigma is "
