@@ -33,6 +33,18 @@ def test_libsvm_fixture():
     assert np.array_equal(m.binary_labels(), np.where(m.y == 2, 1.0, -1.0))
 
 
+def test_epsilon_bz2_and_decompressed(tmp_path):
+    d = data.load_libsvm("epsilon", root=FIX, verify=False, download=False, dtype=np.float32)
+    assert d.X.shape == (12, 2000) and d.X.dtype == np.float32
+    (tmp_path / "epsilon").mkdir()
+    data.decompress_bz2(FIX / "epsilon" / "epsilon_normalized.bz2",
+                        tmp_path / "epsilon" / "epsilon_normalized")
+    e = data.load_libsvm("epsilon", root=tmp_path, verify=False, download=False)
+    assert np.allclose(e.X.toarray(), d.X.toarray(), atol=1e-6)
+    with pytest.raises(data.DataError, match="known facts"):  # 12 rows, not 400000
+        data.load_libsvm("epsilon", root=FIX, download=False)
+
+
 def test_verification_accepts_known_and_rejects_tampered(tmp_path):
     src = FIX / "a9a" / "a9a"
     sha = hashlib.sha256(src.read_bytes()).hexdigest()

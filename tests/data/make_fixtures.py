@@ -8,6 +8,8 @@ so the loaders can be tested without the real data:
   from a planted logistic model so that a classifier can learn them;
 * ``mushrooms/mushrooms``: LIBSVM text, labels 1/2, 112 features, trailing spaces and no final
   newline (as the real file);
+* ``epsilon/epsilon_normalized.bz2``: bzip2-compressed LIBSVM text, labels -1/+1, 2000 features
+  (12 sparse rows: the real file is 400k dense rows);
 * ``mnist/``: IDX gzip train (60) / test (20) images and labels, plus the training images again as
   two ``train-images-part{0,1}.npz`` shards (keys images, labels, index);
 * ``cifar10/cifar-10-batches-py/``: python pickles data_batch_1..5 (8 images each) and test_batch
@@ -16,6 +18,7 @@ so the loaders can be tested without the real data:
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import pickle
 from pathlib import Path
@@ -93,6 +96,14 @@ def main() -> None:
                             images=rng.integers(0, 256, size=(6, 32, 32, 3), dtype=np.uint8),
                             labels=np.arange(6, dtype=np.uint8),
                             file_num=np.arange(6, dtype=np.int32))
+
+    # last, so that adding it left the other fixtures' random draws unchanged
+    (HERE / "epsilon").mkdir(exist_ok=True)
+    X, y = _planted(rng, 12, 2000, 5)
+    text = "\n".join(f"{int(lab)} " + " ".join(f"{j + 1}:{v:.6f}" for j, v in
+                                                  zip(np.nonzero(row)[0], rng.random(5)))
+                     for row, lab in zip(X, y)) + "\n"
+    (HERE / "epsilon" / "epsilon_normalized.bz2").write_bytes(bz2.compress(text.encode()))
 
 
 if __name__ == "__main__":
