@@ -265,8 +265,9 @@ def _fault_job(n, how, timeout):
         D.run(alg, problem, graphs.ring(n), 10_000, timeout=timeout, log_every=50,
               reference=None, callback=cb)
     except D.DistributedError as err:  # how long after the fault did this rank notice?
-        raise D.DistributedError(f"{err} [noticed {time.monotonic() - cb.t_fault:.3f} s after "
-                                 "the fault]") from err
+        when = ("before the fault" if cb.t_fault is None  # a rank stalled (load) past timeout
+                else f"noticed {time.monotonic() - cb.t_fault:.3f} s after the fault")
+        raise D.DistributedError(f"{err} [{when}]") from err
 
 
 class _Fault:
@@ -287,21 +288,26 @@ class _Fault:
                 time.sleep(120)
 
 
-@pytest.mark.parametrize("how, world, timeout", [("kill", 3, 10.0), ("hang", 2, 2.0)])
+# The hang timeout must exceed the start-up skew of two ranks on a loaded 2-core CI machine
+# (2 s did not: a rank timed out waiting for a slow peer before the fault, and launch killed the
+# other after timeout + grace); the grace lets a rank that noticed finish writing its report.
+@pytest.mark.parametrize("how, world, timeout", [("kill", 3, 10.0), ("hang", 2, 6.0)])
 def test_dead_or_hung_rank_stops_the_others_with_a_clear_error(how, world, timeout):
     start = time.monotonic()
-    outcomes = D.launch(_fault_job, world, 6, how, timeout, timeout=timeout, grace=0.5)
+    outcomes = D.launch(_fault_job, world, 6, how, timeout, timeout=timeout, grace=5.0)
     assert time.monotonic() - start < 60
     assert not outcomes[-1].ok  # the victim was killed (by itself, or by launch once hung)
     for o in outcomes[:-1]:
         assert o.error_type == "DistributedError", o.error
         message = o.error
-        since_fault = float(re.search(r"noticed ([0-9.]+) s after the fault", message).group(1))
+        noticed = re.search(r"noticed ([0-9.]+) s after the fault", message)
+        assert noticed, message
+        since_fault = float(noticed.group(1))
         assert f"of {world} stopped at iteration" in message
         assert f"rank {world - 1}" in message or "a peer rank" in message
         if how == "kill":  # noticed at once (closed sockets), not after the timeout
             assert "the connection was closed: the peer stopped" in message
-            assert since_fault < 3
+            assert since_fault < timeout / 2  # margin for a loaded machine, well below timeout
         else:
             assert f"no answer within timeout = {timeout:g} s" in message
             assert timeout - 0.5 <= since_fault < timeout + 10
@@ -315,7 +321,7 @@ def test_a_rank_that_raises_stops_the_others_at_once(group):
         kind, message, since_fault = res["raise"]
         assert kind == "DistributedError"
         assert "the connection was closed: the peer stopped" in message
-        assert since_fault < 3  # run() dropped the raising rank's connections (timeout: 30 s)
+        assert since_fault < 10  # run() dropped the raising rank's connections (timeout: 30 s)
     for res in per_rank:  # and the next run in the same processes works
         assert np.all(np.isfinite(res["after"]))
 
