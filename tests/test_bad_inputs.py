@@ -103,7 +103,7 @@ def test_unknown_names_list_the_known_ones():
         graphs.from_spec({"name": "torus", "n": 4})
     assert str(err.value) == ("unknown graph 'torus'; known graphs: circulant, complete, "
                               "erdos_renyi, explicit, geometric, grid, path, ring, star")
-    with pytest.raises(UnknownNameError, match="known problems: nonconvex_logistic"):
+    with pytest.raises(UnknownNameError, match="known problems: logistic_regression, nonconvex_logistic"):
         problems.from_spec({"name": "mnist"})
     with pytest.raises(UnknownNameError, match="known compressors: identity"):
         compression.from_spec("gzip")

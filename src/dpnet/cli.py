@@ -138,7 +138,13 @@ def run_config(cfg: dict[str, Any], out: Path, quiet: bool = False, backend: str
         if section not in cfg:
             raise ParameterError("config", sorted(cfg), f"a [{section}] table")
     graph = graphs.from_spec(cfg["graph"])
-    problem = problems.from_spec({"n_agents": graph.n, **cfg["problem"]})
+    # distributed: each rank loads only its own agents' data
+    agents = None
+    if backend == "distributed":
+        from .distributed import DEFAULT_TIMEOUT, rank_agents
+
+        agents = rank_agents(graph.n, extra.get("split"), extra.get("timeout", DEFAULT_TIMEOUT))
+    problem = problems.from_spec({"n_agents": graph.n, **cfg["problem"]}, agents=agents)
     alg = algorithms.from_spec(cfg["algorithm"])
     iterations = int(cfg.get("iterations", 1000))
     res = run(alg, problem, graph, iterations, seed=int(cfg.get("seed", 0)),

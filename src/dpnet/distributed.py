@@ -62,7 +62,7 @@ from .rng import Streams
 DEFAULT_TIMEOUT = 60.0  # seconds a rank waits for a peer before declaring it dead or hung
 
 __all__ = ["DistributedNetwork", "DistributedError", "RankCheckpoints", "RankOutcome",
-           "block_offsets", "init_from_env", "launch", "run", "DEFAULT_TIMEOUT"]
+           "block_offsets", "rank_agents", "init_from_env", "launch", "run", "DEFAULT_TIMEOUT"]
 
 
 class DistributedError(DPNetError, RuntimeError):
@@ -416,6 +416,17 @@ class RankCheckpoints:
 
 
 # -- runs -----------------------------------------------------------------------------------
+def rank_agents(n: int, split: Sequence[int] | None = None,
+                timeout: float = DEFAULT_TIMEOUT) -> np.ndarray:
+    """The agents this rank owns in :func:`run` with the same ``n`` and ``split``: load only
+    their data (``problem.restrict(...)``, or a constructor's ``agents=``). Initialises the
+    group from torchrun's environment if needed."""
+    init_from_env(timeout)
+    offsets = block_offsets(n, dist.get_world_size(), split)
+    r = dist.get_rank()
+    return np.arange(offsets[r], offsets[r + 1])
+
+
 def init_from_env(timeout: float = DEFAULT_TIMEOUT, backend: str = "gloo") -> None:
     """Initialise the default process group from torchrun's environment (``RANK``,
     ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``) unless one exists already."""

@@ -34,7 +34,7 @@ from .errors import NonFiniteError, ParameterError, positive_int
 from .graphs import Graph
 from .network import BitLedger, Network, Transcript
 from .privacy.guarantee import PrivacyGuarantee
-from .problems.base import Problem
+from .problems.base import Problem, ranges_text
 from .rng import Streams
 
 
@@ -159,15 +159,29 @@ class Metrics:
         ref = self.reference
         local_dist = float(((x - ref) ** 2).sum()) if ref is not None else 0.0
         xbar, cons, (dist, total) = net.moments(x, [local_dist, float(net.ledger.total)])
+        objective, gradient = self._at(xbar)
         self.rows["iteration"].append(k)
-        self.rows["objective"].append(self.problem.loss(xbar))
-        self.rows["grad_norm_sq"].append(float((self.problem.global_grad(xbar) ** 2).sum()))
+        self.rows["objective"].append(objective)
+        self.rows["grad_norm_sq"].append(float((gradient ** 2).sum()))
         self.rows["consensus"].append(cons)
         self.rows["distance"].append(dist if ref is not None else float("nan"))
         self.rows["bits"].append(int(total))
         self.rows["bits_per_agent"].append(total / n)
         for name, fn in self.extra.items():
             self.rows[name].append(float(fn(state, k)))
+
+    def _at(self, xbar: torch.Tensor) -> tuple[float, torch.Tensor]:
+        """``f(xbar)`` and ``grad f(xbar)``. A problem holding every agent's data evaluates them
+        itself (every rank alike); one holding this rank's agents only (a distributed run with
+        per-rank data) sums its agents' terms, and one all-reduce adds the ranks' sums."""
+        problem, net = self.problem, self.net
+        if problem.held is None:
+            return problem.loss(xbar), problem.global_grad(xbar)
+        Xbar = xbar.reshape(1, -1).expand(net.n_local, -1)
+        terms = torch.cat([problem.local_loss(Xbar, net.agents).reshape(-1, 1).double(),
+                           problem.grad(Xbar, net.agents).double()], dim=1)
+        total = net.sum_agents(terms) * problem._scale()
+        return float(total[0]), total[1:]
 
     def arrays(self) -> dict[str, np.ndarray]:
         return {k: np.asarray(v) for k, v in self.rows.items()}
@@ -199,6 +213,9 @@ def run(algorithm: Algorithm, problem: Problem, graph: Graph, iterations: int,
     algorithm.check_problem(problem)
     rng = Streams(seed)
     net = network or Network(graph, record=record, float_bits=float_bits, rng=rng)
+    if problem.held is not None and not np.isin(net.agents, problem.held).all():
+        raise ParameterError("problem.held", ranges_text(problem.held), "the data of every agent of "
+                             f"this process ({ranges_text(net.agents)}); restrict() to them")
     x0 = problem.default_x0(seed) if x0 is None else x0
     X0 = problem.check_x(x0)[torch.as_tensor(net.agents)]
     if isinstance(reference, str):

@@ -1,6 +1,6 @@
 """Local objectives of all agents with stacked gradients."""
 
-from ..errors import UnknownNameError
+from ..errors import UnknownNameError, require
 from .base import Problem, ProblemConstants, minimize_global
 from .logistic import LogisticRegression
 from .neural import NeuralProblem
@@ -13,11 +13,24 @@ __all__ = ["Problem", "ProblemConstants", "NonconvexLogistic", "SinCos", "Quadra
 _RANDOM = {"nonconvex_logistic": NonconvexLogistic, "sincos": SinCos, "quadratic": Quadratic}
 
 
-def from_spec(spec: dict) -> Problem:
+def from_spec(spec: dict, agents=None) -> Problem:
     """Build a problem from a config table: ``{"name": "nonconvex_logistic", "n_agents": 6, ...}``
-    (the random constructors of the synthetic problems)."""
+    (the random constructors of the synthetic problems) or
+    ``{"name": "logistic_regression", "dataset": "a9a", "n_agents": 20, "reg": "1/m"}`` (a LIBSVM
+    dataset from ``$DPNET_DATA``, split evenly at random by ``seed``; also ``how``, ``split``).
+    ``agents``: hold only these agents' data (one rank of a distributed run)."""
     spec = dict(spec)
     name = spec.pop("name", None)
+    if name == "logistic_regression":
+        from ..data import load_libsvm
+
+        require("dataset" in spec, "problem.dataset", None, "a LIBSVM dataset name for "
+                "logistic_regression (mushrooms, a9a, w8a, epsilon)")
+        ds = load_libsvm(spec.pop("dataset"), spec.pop("split", "train"),
+                         verify=spec.pop("verify", True))
+        return LogisticRegression.partition(ds.X, ds.y, spec.pop("n_agents"), agents=agents,
+                                            **spec)
     if name not in _RANDOM:
-        raise UnknownNameError("problem", str(name), _RANDOM)
-    return _RANDOM[name].random(**spec)
+        raise UnknownNameError("problem", str(name), [*_RANDOM, "logistic_regression"])
+    problem = _RANDOM[name].random(**spec)
+    return problem if agents is None else problem.restrict(agents)

@@ -51,10 +51,12 @@ class LogisticRegression(Problem):
     @classmethod
     def partition(cls, X: np.ndarray, y: np.ndarray, n_agents: int, seed: int = 0,
                   reg: float | str = 0.0, shuffle: bool = True,
-                  how: str = "even") -> LogisticRegression:
+                  how: str = "even", agents=None) -> LogisticRegression:
         """Split a dataset ``(N, d)`` (dense or scipy sparse), labels in {-1, +1} (or {0, 1}),
         over agents: ``how="even"`` evenly at random (the last ``N mod n`` samples of the shuffled
-        order are dropped), ``"label"`` by label (:func:`dpnet.data.split_by_label`)."""
+        order are dropped), ``"label"`` by label (:func:`dpnet.data.split_by_label`).
+        ``agents``: hold only these agents' samples (one rank of a distributed run; the split
+        is the same on every rank, drawn from ``seed``)."""
         from ..data import split_by_label, split_even
 
         n = positive_int("n_agents", n_agents)
@@ -68,10 +70,35 @@ class LogisticRegression(Problem):
             require(len(y) // n >= 1, "n_agents", n,
                     f"at most {len(y)} agents for {len(y)} samples")
             idx = split_even(len(y), n, seed, shuffle)
-        return cls(X[idx], y[idx], reg=reg)
+        if agents is None:
+            return cls(X[idx], y[idx], reg=reg)
+        return cls._holding(X, y, idx, reg, agents)
+
+    @classmethod
+    def _holding(cls, X, y, idx, reg, agents) -> LogisticRegression:
+        """Only ``agents``' rows of the partition ``idx``, with the global smoothness computed a
+        block of agents at a time (never the whole ``(n, m, d)`` tensor at once)."""
+        n = idx.shape[0]
+        a = np.asarray(agents, dtype=np.int64).reshape(-1)
+        require(a.size >= 1 and np.all(np.diff(a) > 0) and a[0] >= 0 and a[-1] < n, "agents",
+                a.tolist()[:8], f"increasing agent indices in [0, {n})")
+        out = cls(X[idx[a]], y[idx[a]], reg=reg)
+        curv = 0.0
+        for block in np.array_split(np.arange(n), max(1, n // 64)):
+            A = torch.as_tensor(X[idx[block]])
+            G = torch.einsum("nmd,nme->nde", A, A) / (4 * A.shape[1])
+            curv = max(curv, float(torch.linalg.eigvalsh(G).max()))
+        out._L = curv + out.reg
+        out.n_agents, out.held = n, a
+        out._frozen = {"smoothness": out._L, "gradient_bound": None, "optimum": None}
+        return out
 
     def _data(self, agents):
-        return self.BA[self._agents(agents)]
+        return self._rows(self.BA, agents)
+
+    def _keep(self, slots):
+        s = torch.from_numpy(slots)
+        self.A, self.b, self.BA = self.A[s], self.b[s], self.BA[s]
 
     def _grad_on(self, BA: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
         z = torch.einsum("nmd,nd->nm", BA, X)
@@ -88,7 +115,7 @@ class LogisticRegression(Problem):
         require(B <= self.m, "batch_size", B, f"batch_size <= local samples m = {self.m}")
         idx = self.sample_indices(rng, k, a, B, purpose)
         # index the B rows directly: self.BA[a] would copy every local sample of every agent
-        BA = self.BA[torch.as_tensor(a)[:, None], idx]
+        BA = self.BA[torch.as_tensor(self._slot(a))[:, None], idx]
         clip = as_clip(clip)
         if clip is None:
             return self._grad_on(BA, X)
@@ -118,6 +145,8 @@ class LogisticRegression(Problem):
         return self._L
 
     def optimum(self):
+        if self._opt is None and self.held is not None:
+            return None  # a subset of the data cannot find it; restrict() keeps one computed before
         if self._opt is None:
             self._opt = minimize_global(self)
         return self._opt

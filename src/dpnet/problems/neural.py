@@ -121,7 +121,7 @@ class NeuralProblem(Problem):
     # -- data -------------------------------------------------------------------------------
     def batch(self, idx: torch.Tensor, agents: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         """Inputs and labels of local samples ``idx`` (``(len(agents), B)`` local indices)."""
-        rows = self.parts[torch.as_tensor(agents)].gather(1, idx)
+        rows = self.parts[torch.as_tensor(self._slot(agents))].gather(1, idx)
         return self.transform(self.features[rows]), self.labels[rows]
 
     # -- Problem protocol -------------------------------------------------------------------
@@ -210,6 +210,7 @@ class NeuralProblem(Problem):
             fx, fy = self.test
         else:
             require(which == "train", "which", which, "'train' or 'test'")
+            self._require_all("the training-union metrics")
             rows = self.parts.reshape(-1)
             fx, fy = self.features[rows], self.labels[rows]
         if max_samples is not None and max_samples < fy.shape[0]:
@@ -258,6 +259,13 @@ class NeuralProblem(Problem):
                 out[f"{split}_accuracy_agents"] = r["accuracy"][1:]
         return out
 
+    def _keep(self, slots):
+        """Keep only the samples of the agents in ``slots`` (the parts are re-indexed)."""
+        parts = self.parts[torch.from_numpy(slots)]
+        rows, inverse = torch.unique(parts, return_inverse=True)
+        self.features, self.labels = self.features[rows], self.labels[rows]
+        self.parts = inverse.reshape(parts.shape)
+
     def describe(self) -> dict:
         return {**super().describe(), "samples_per_agent": self.m,
                 "module": type(self.model).__name__, "parameters": self.dim}
@@ -265,14 +273,18 @@ class NeuralProblem(Problem):
     # -- construction -----------------------------------------------------------------------
     @classmethod
     def from_dataset(cls, model: nn.Module, train, n_agents: int, test=None, how: str = "even",
-                     seed: int = 0, transform: Transform | None = None, **kw) -> NeuralProblem:
+                     seed: int = 0, transform: Transform | None = None, agents=None,
+                     **kw) -> NeuralProblem:
         """From :class:`dpnet.data.Dataset` objects: ``how="even"`` (random even split, the
-        papers' setting) or ``"label"`` (non-i.i.d., :func:`dpnet.data.split_by_label`)."""
+        papers' setting) or ``"label"`` (non-i.i.d., :func:`dpnet.data.split_by_label`).
+        ``agents``: keep only these agents' samples (one rank's partition; the split itself is
+        the same on every rank, drawn from ``seed``)."""
         from ..data import partition
 
         parts = partition(train.y, n_agents, how=how, seed=seed)
         t = None if test is None else (test.X, test.y)
-        return cls(model, train.X, train.y, parts, test=t, transform=transform, **kw)
+        problem = cls(model, train.X, train.y, parts, test=t, transform=transform, **kw)
+        return problem if agents is None else problem.restrict(agents)
 
 
 def flat_size(model: nn.Module) -> int:

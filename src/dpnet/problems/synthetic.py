@@ -60,6 +60,10 @@ class NonconvexLogistic(Problem):
     def _sel(self, agents):
         return self._agents(agents), self._rows(self.UV, agents)
 
+    def _keep(self, slots):
+        s = torch.from_numpy(slots)
+        self.V, self.u, self.UV = self.V[s], self.u[s], self.UV[s]
+
     def grad(self, X, agents=None):
         a, UV = self._sel(agents)
         z = torch.einsum("nmd,nd->nm", UV, X)              # u x^T v
@@ -88,13 +92,18 @@ class NonconvexLogistic(Problem):
         """``max_i (1/m) sum_j ||v_ij|| + sqrt(d) * (9/8) lam sqrt(alpha/3)``: the data term is an
         average of vectors ``-sigmoid(.) u v`` with weights in (0, 1); the regulariser's
         derivative ``2 lam alpha x/(1+alpha x^2)^2`` peaks at ``x = 1/sqrt(3 alpha)``."""
+        if self.held is not None:
+            return self._held_constant("gradient_bound")
         data = float(torch.linalg.vector_norm(self.V, dim=2).mean(dim=1).max())
         reg = math.sqrt(self.dim) * (9.0 / 8.0) * self.lam * math.sqrt(self.alpha / 3.0)
         return data + reg
 
     def optimum(self):
         """A stationary point of the global objective by L-BFGS from 0 (the problem is nonconvex),
-        computed once: every run on this problem uses it for its distance metric."""
+        computed once: every run on this problem uses it for its distance metric (None on a copy
+        holding a subset of the agents, unless computed before :meth:`restrict`)."""
+        if self._opt is None and self.held is not None:
+            return None
         if self._opt is None:
             self._opt = minimize_global(self)
         return self._opt.clone()
@@ -133,11 +142,11 @@ class SinCos(Problem):
         raise ParameterError("min_abs", min_abs, "a draw with all |m_i| >= min_abs within 1000 tries")
 
     def grad(self, X, agents=None):
-        m = self.m[self._agents(agents)][:, None]
+        m = self._rows(self.m, agents)[:, None]
         return 2 * X + 3 * torch.sin(2 * X) + m * (torch.cos(X) - X * torch.sin(X))
 
     def local_loss(self, X, agents=None):
-        m = self.m[self._agents(agents)]
+        m = self._rows(self.m, agents)
         s = torch.sin(X)
         return (X * X).sum(1) + 3 * (s * s).sum(1) + m * (X * torch.cos(X)).sum(1)
 
@@ -145,6 +154,9 @@ class SinCos(Problem):
     def global_smoothness(self) -> float:
         """The global objective's Hessian is ``diag(2 + 6 cos 2x) <= 8``."""
         return 8.0
+
+    def _keep(self, slots):
+        self.m = self.m[torch.from_numpy(slots)]
 
     def optimum(self):
         return torch.zeros(self.dim, dtype=torch.float64)
@@ -155,6 +167,7 @@ class Quadratic(Problem):
     minimiser is ``(sum_i A_i)^{-1} sum_i b_i`` (either convention)."""
 
     name = "quadratic"
+    cheap_optimum = True
 
     def __init__(self, A, b) -> None:
         A = torch.as_tensor(np.asarray(A), dtype=torch.float64)
@@ -194,5 +207,11 @@ class Quadratic(Problem):
     def smoothness(self) -> float:
         return self._L
 
+    def _keep(self, slots):
+        s = torch.from_numpy(slots)
+        self.A, self.b = self.A[s], self.b[s]
+
     def optimum(self):
+        if self.held is not None:
+            return self._held_constant("optimum")
         return torch.linalg.solve(self.A.sum(0), self.b.sum(0))
