@@ -137,3 +137,26 @@ def test_privacy_guarantees(setup):
     with pytest.raises(ParameterError, match="clipping bound"):
         DOADP(0.1, 0.1, 0.1, sigma=1.0).privacy(problem, graph, iterations=10)
     assert not DOADP(0.1, 0.1, 0.1).privacy(problem, graph, iterations=10).is_private
+
+
+def test_privacy_charges_all_coordinates_unless_asked_for_eq6(setup):
+    """Default sensitivity 'full' (2G/B): the account of the same run without sparsification;
+    'topk' is eq. (6)'s 2G sqrt(k/d)/B, which the audit doadp-top1 finds exceeded."""
+    problem, graph, _ = setup
+    kw = dict(iterations=200, accountant="rdp", delta=1e-5)
+    sparse = DOADP(alpha=0.1, gamma=0.1, beta=0.1, sigma=20.0, p=0.8, k=4, clip=1.0)
+    dense = DOADP(alpha=0.1, gamma=0.1, beta=0.1, sigma=20.0, p=0.8, clip=1.0)
+    full, topk = sparse.privacy(problem, graph, **kw), sparse.privacy(problem, graph,
+                                                                     sensitivity="topk", **kw)
+    assert full.epsilon == dense.privacy(problem, graph, **kw).epsilon
+    assert topk.epsilon < full.epsilon
+    assert "sensitivity full" in full.theorem and "sensitivity topk" in topk.theorem
+    assert any("all d coordinates" in n for n in full.notes)
+    assert any("doadp-top1" in n for n in topk.notes)
+    assert not dense.privacy(problem, graph, **kw).notes
+    # the proof accountant: the noise multiplier sigma/Delta shrinks by sqrt(k/d) under 'full'
+    p_full = sparse.privacy(problem, graph, iterations=200, accountant="proof")
+    p_topk = sparse.privacy(problem, graph, iterations=200, accountant="proof", sensitivity="topk")
+    assert p_full.epsilon > p_topk.epsilon
+    with pytest.raises(ParameterError, match="sensitivity"):
+        sparse.privacy(problem, graph, sensitivity="half", **kw)

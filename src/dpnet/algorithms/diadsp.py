@@ -56,7 +56,7 @@ class DiaDSP(Algorithm):
     # -- privacy ----------------------------------------------------------------------------
     def privacy(self, problem, graph, iterations: int | None = None,
                 gradient_bound: float | None = None, adjacency: float | None = None,
-                variant: str = "printed", **_: Any) -> PrivacyGuarantee:
+                variant: str = "sound", **_: Any) -> PrivacyGuarantee:
         """Theorem 3 of paper 000 for a finite horizon (gradient bound M, from the problem when it
         knows one), Proposition 1 for ``iterations=None`` (adjacency radius delta required)."""
         return xie_guarantee(self.name, "pgtc", problem, graph, iterations, self.eta,

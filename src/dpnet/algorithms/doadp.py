@@ -129,12 +129,31 @@ class DOADP(Algorithm):
                 gradient_bound: float | None = None, **kw: Any) -> PrivacyGuarantee:
         """Per-agent (epsilon, delta) over ``iterations`` by ``accountant``: ``"theorem1"``
         (raises when a hypothesis fails), ``"proof"``, ``"rdp"`` or ``"pld"`` (see
-        :mod:`dpnet.privacy.huo`; ``activation=``/``sensitivity=`` pass through)."""
+        :mod:`dpnet.privacy.huo`; ``activation=`` passes through).
+
+        ``sensitivity="full"`` (default) charges all d coordinates of the noisy gradient
+        (``2G/B``): they all reach the state through the momentum and are sent in later rounds,
+        and an audit finds eq. (6)'s Top-k sensitivity ``2G sqrt(k/d)/B`` exceeded
+        (``dpnet audit doadp-top1``). ``sensitivity="topk"`` gives the paper's account (every
+        accountant, Theorem 1 included, then uses k/d); the two agree when k = d."""
         if self.sigma == 0:
             return PrivacyGuarantee.none("DO-ADP with sigma = 0 adds no noise", iterations)
         require(iterations is not None, "iterations", iterations, "a finite horizon T")
+        sensitivity = kw.pop("sensitivity", "full")
+        require(sensitivity in ("full", "topk"), "sensitivity", sensitivity, "'full' or 'topk'")
         mech = self.mechanism(problem, iterations, gradient_bound)
+        sparse = mech.k < mech.d
+        if sensitivity == "full":  # the Top-k account with k = d is the full-sensitivity one
+            mech = dataclasses.replace(mech, k=mech.d)
+        if accountant in ("rdp", "pld"):  # names the sensitivity in the guarantee's text
+            kw["sensitivity"] = sensitivity
         g = huo.guarantee(self.sigma, mech, accountant, delta0, delta, **kw)
+        if sparse:
+            note = ("sensitivity: all d coordinates (2G/B), not eq. (6)'s Top-k 2G sqrt(k/d)/B, "
+                    "which an audit finds exceeded" if sensitivity == "full" else
+                    "sensitivity: eq. (6)'s Top-k 2G sqrt(k/d)/B as in the paper; an audit finds "
+                    "it exceeded (dpnet audit doadp-top1): use sensitivity='full' for a bound")
+            g = dataclasses.replace(g, notes=(*g.notes, note))
         return dataclasses.replace(g, per_agent=(g.epsilon,) * graph.n)
 
 

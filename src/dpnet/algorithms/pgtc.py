@@ -103,7 +103,7 @@ class PGTC(Algorithm):
     # -- privacy ----------------------------------------------------------------------------
     def privacy(self, problem, graph, iterations: int | None = None,
                 gradient_bound: float | None = None, adjacency: float | None = None,
-                variant: str = "printed", **_: Any) -> PrivacyGuarantee:
+                variant: str = "sound", **_: Any) -> PrivacyGuarantee:
         """Theorem 3 for ``iterations=K`` (M = ``gradient_bound`` or the problem's own bound),
         Proposition 1 for ``iterations=None`` (``adjacency`` = delta required)."""
         return xie.xie_guarantee(self.name, "pgtc", problem, graph, iterations, self.eta,

@@ -84,7 +84,7 @@ class PPDC(Algorithm):
     # -- privacy ----------------------------------------------------------------------------
     def privacy(self, problem, graph, iterations: int | None = None,
                 gradient_bound: float | None = None, adjacency: float | None = None,
-                variant: str = "printed", **_: Any) -> PrivacyGuarantee:
+                variant: str = "sound", **_: Any) -> PrivacyGuarantee:
         """Theorem 6 for ``iterations=K`` (M = ``gradient_bound`` or the problem's own bound),
         Proposition 2 for ``iterations=None`` (``adjacency`` = delta required)."""
         return xie.xie_guarantee(self.name, "ppdc", problem, graph, iterations, self.eta,

@@ -226,7 +226,8 @@ register_target(AuditTarget(
     requires="diadsp",
     algorithm=lambda: _alg("diadsp", 0.5, _lap(2.0, 0.2), _lap(50.0, 0.2)),
     problems=lambda: linear_pair(N, 1, AGENT, M=1.0, smoothness=0.01),
-    graph=_graph, iterations=2, x0=X0_1, constants={"adjacency": 2.0}, claim_iterations=None,
+    graph=_graph, iterations=2, x0=X0_1, constants={"adjacency": 2.0, "variant": "printed"},
+    claim_iterations=None,
     features=lambda: tracking_features(_W(), 0.5),
     adjacency=ADJ_000 + "; gradient difference constant = delta = 2 (Assumption 6); declared "
               "L_f = 0.01",
@@ -247,8 +248,9 @@ register_target(AuditTarget(
     features=lambda: tracking_features(_W(), 0.5),
     adjacency=ADJ_000 + "; gradient difference constant = delta = 2 (Assumption 6); declared "
               "L_f = 0.01",
-    note="Proposition 1 with variant='derived' (tau = eta/(s_x q) + 1/s_y) on the inputs where "
-         "the printed form fails: claims 2.99 against the true 2.54."))
+    note="Proposition 1 with variant='derived' (tau = eta/(s_x q) + 1/s_y; also the default "
+         "'sound') on the inputs where the printed form fails: claims 2.99 against the true "
+         "2.54."))
 
 register_target(AuditTarget(
     name="diadsp-printed-large-eta",
@@ -264,6 +266,18 @@ register_target(AuditTarget(
         "2 eta M/(q s_x) = 1.11 exceeds the printed 4 sqrt(eta) M S(q,K)/s_x = 0.67. "
         "variant='derived' (eta) claims 6.69 and holds."),
     note="Finding: the printed sqrt(eta) form of Theorem 3 is not a bound for large eta."))
+
+register_target(AuditTarget(
+    name="diadsp-large-eta",
+    requires="diadsp",
+    algorithm=lambda: _alg("diadsp", 100.0, _lap(200.0, 0.9), _lap(1e4, 0.9)),
+    problems=lambda: linear_pair(N, 1, AGENT, M=1.0),
+    graph=_graph, iterations=2, x0=X0_1, constants={"gradient_bound": 1.0},
+    features=lambda: tracking_features(_W(), 100.0),
+    adjacency=ADJ_000,
+    note="Theorem 3 with the default variant 'sound' (max(sqrt(eta), eta) = eta here) on the "
+         "inputs where the printed form fails: claims 6.69 against the true leak 1.11 + "
+         "the y term."))
 
 register_target(AuditTarget(
     name="pgtc",
@@ -293,17 +307,20 @@ register_target(AuditTarget(
     requires="ppdc",
     algorithm=lambda: _alg("ppdc", 0.5, 0.5, 1.0, 0.5, Identity(), 10.0, 10.0, q=0.8),
     problems=lambda: linear_pair(N, 1, AGENT, M=1.0),
-    graph=_graph, iterations=3, x0=X0_1, constants={"gradient_bound": 1.0},
+    graph=_graph, iterations=3, x0=X0_1, constants={"gradient_bound": 1.0, "variant": "printed"},
     features=lambda: ppdc_features(_W(), 0.5, 0.5, 1.0, 0.5),
     adjacency=ADJ_000,
-    note="Theorem 6 (printed), identity compressor; only x^a is on the wire."))
+    note="Theorem 6 (printed: the paper's statement, tighter than the default 'sound', which "
+         "takes the derived per-step term here), identity compressor; only x^a is on the "
+         "wire."))
 
 register_target(AuditTarget(
     name="ppdc-prop2-xleak",
     requires="ppdc",
     algorithm=lambda: _alg("ppdc", 0.5, 0.5, 1.0, 0.5, Identity(), 2.0, 50.0, q=0.2),
     problems=lambda: linear_pair(N, 1, AGENT, M=1.0, smoothness=0.01),
-    graph=_graph, iterations=2, x0=X0_1, constants={"adjacency": 2.0}, claim_iterations=None,
+    graph=_graph, iterations=2, x0=X0_1, constants={"adjacency": 2.0, "variant": "printed"},
+    claim_iterations=None,
     features=lambda: ppdc_features(_W(), 0.5, 0.5, 1.0, 0.5),
     adjacency=ADJ_000 + "; gradient difference constant = delta = 2 (Assumption 6); declared "
               "L_f = 0.01",
@@ -489,7 +506,7 @@ register_target(AuditTarget(
     algorithm=lambda: _alg("doadp", alpha=0.5, gamma=0.3, beta=0.2, sigma=4.0, p=1.0, k=1),
     problems=lambda: linear_pair(N, 2, AGENT, M=1.0),
     graph=_graph, iterations=5, x0=X0_2,
-    constants={"accountant": "pld", "delta": 1e-3, "gradient_bound": 1.0},
+    constants={"accountant": "pld", "delta": 1e-3, "gradient_bound": 1.0, "sensitivity": "topk"},
     statistic="fisher",
     adjacency=ADJ_001 + " (d = 2, u = (1, 1)/sqrt 2)",
     expected_violation=(
@@ -500,6 +517,18 @@ register_target(AuditTarget(
         "sensitivity='full' (2G) claims 3.61 and holds."),
     note="Finding: DO-ADP's Top-k sensitivity (eq. (6)) under-counts; raw messages, Fisher "
          "discriminant."))
+
+register_target(AuditTarget(
+    name="doadp-top1-full",
+    requires="doadp",
+    algorithm=lambda: _alg("doadp", alpha=0.5, gamma=0.3, beta=0.2, sigma=4.0, p=1.0, k=1),
+    problems=lambda: linear_pair(N, 2, AGENT, M=1.0),
+    graph=_graph, iterations=5, x0=X0_2,
+    constants={"accountant": "pld", "delta": 1e-3, "gradient_bound": 1.0},
+    statistic="fisher",
+    adjacency=ADJ_001 + " (d = 2, u = (1, 1)/sqrt 2)",
+    note="DO-ADP's default sensitivity 'full' (2G, all d coordinates) on the inputs where eq. "
+         "(6)'s Top-k sensitivity fails: claims 3.61 at delta = 1e-3."))
 
 # -- paper 001's baselines: DPDO (Laplace) and DP-DDA (Gaussian) ---------------------------------
 

@@ -11,6 +11,9 @@ equal compressor inputs).
 ``c = sqrt(eta)`` as printed. ``variant="derived"`` uses what the appendices' own steps give:
 ``||Delta xi_x||_1 <= 4 eta sqrt(d) M`` so ``c = eta`` for PGTC, and for PPDC
 ``4 sqrt(d) M (eta/s_x + 1/(omega s_v))`` (Appendix G's map B). The sum has K+1 terms (k = 0..K).
+``variant="sound"`` (the default of every algorithm's ``privacy()``) takes the larger of the
+printed and derived per-step terms: the paper's own number wherever the two agree in order
+(``eta <= 1`` for Theorem 3), never below the proof's steps, and never exceeded by an audit.
 
 * Proposition 1 (PGTC) / 2 (PPDC), infinite horizon under Assumption 6 (the gradient difference of
   the two versions of ``f_{i0}`` is constant, bounded by the adjacency radius ``delta``):
@@ -24,7 +27,9 @@ Audit findings (``dpnet audit``, docs/auditing.md), reported in every guarantee 
   ``eta delta`` under noise of scale ``s_x q``. Redoing the proof's recursion
   (``b_k = ||Delta y_k|| / q^k``, ``b_k <= (eta L/q) b_{k-1} + (eta L/q^2) b_{k-2}``) gives the
   same series with ``tau = eta/(s_x q) + 1/s_y``: ``variant="derived"`` for the propositions.
-  Proposition 2 has the same first-message gap when ``eta > q``; no derived form is offered.
+  Proposition 2 has the same first-message gap when ``eta > q``; no derived form is offered,
+  so ``variant="sound"`` refuses Proposition 2 (the finite-horizon Theorem 6 applies to any run)
+  and ``variant="derived"`` is the sound form of Proposition 1.
 * Theorem 3 as printed (``sqrt(eta)``) is below the appendix's own step (``eta``) when
   ``eta > 1``, and is then not a bound.
 
@@ -44,7 +49,7 @@ from ..noise import Laplace, Noise
 from .composition import calibrate, inverse_geometric_sum
 from .guarantee import PrivacyGuarantee
 
-VARIANTS = ("printed", "derived")
+VARIANTS = ("sound", "printed", "derived")
 
 
 def _check_common(d: int, M: float, eta: float, q: float, K: int) -> None:
@@ -65,7 +70,7 @@ def pgtc_finite_horizon(d: int, M: float, eta: float, s_x: float, s_y: float, q:
     """Theorem 3 of paper 000 (see module docstring)."""
     _check_common(d, M, eta, q, K)
     require(variant in VARIANTS, "variant", variant, f"one of {VARIANTS}")
-    c = math.sqrt(eta) if variant == "printed" else eta
+    c = {"printed": math.sqrt(eta), "derived": eta, "sound": max(math.sqrt(eta), eta)}[variant]
     per_step = 4.0 * math.sqrt(d) * M * (c * _inv(s_x) + _inv(s_y))
     return per_step * inverse_geometric_sum(q, 0, K)
 
@@ -76,10 +81,9 @@ def ppdc_finite_horizon(d: int, M: float, eta: float, omega: float, s_x: float, 
     _check_common(d, M, eta, q, K)
     require(omega > 0, "omega", omega, "omega > 0")
     require(variant in VARIANTS, "variant", variant, f"one of {VARIANTS}")
-    if variant == "printed":
-        per_step = 2.0 * math.sqrt(d) * M * (math.sqrt(eta) * _inv(s_x) + 2.0 * _inv(s_v) / omega)
-    else:
-        per_step = 4.0 * math.sqrt(d) * M * (eta * _inv(s_x) + _inv(s_v) / omega)
+    printed = 2.0 * math.sqrt(d) * M * (math.sqrt(eta) * _inv(s_x) + 2.0 * _inv(s_v) / omega)
+    derived = 4.0 * math.sqrt(d) * M * (eta * _inv(s_x) + _inv(s_v) / omega)
+    per_step = {"printed": printed, "derived": derived, "sound": max(printed, derived)}[variant]
     return per_step * inverse_geometric_sum(q, 0, K)
 
 
@@ -104,10 +108,10 @@ def _infinite(tau: float, eta: float, L: float, q: float, delta: float) -> float
 
 def pgtc_infinite_horizon(eta: float, L: float, s_x: float, s_y: float, q: float,
                           delta: float, variant: str = "printed") -> float:
-    """Proposition 1 of paper 000; ``variant="derived"`` charges the first x-message at its
-    actual noise scale ``s_x q`` (see the module docstring)."""
+    """Proposition 1 of paper 000; ``variant="derived"`` (also ``"sound"``) charges the first
+    x-message at its actual noise scale ``s_x q`` (see the module docstring)."""
     require(variant in VARIANTS, "variant", variant, f"one of {VARIANTS}")
-    x_term = eta * _inv(s_x) / (q if variant == "derived" else 1.0)
+    x_term = eta * _inv(s_x) / (1.0 if variant == "printed" else q)
     return _infinite(x_term + _inv(s_y), eta, L, q, delta)
 
 
@@ -115,8 +119,14 @@ def ppdc_infinite_horizon(eta: float, L: float, s_x: float, s_v: float, q: float
                           delta: float, variant: str = "printed") -> float:
     """Proposition 2 of paper 000 (printed form only: see the module docstring)."""
     require(variant == "printed", "variant", variant,
-            "'printed' (Proposition 2 has no derived form; use the finite-horizon Theorem 6)")
+            "'printed' (Proposition 2 has no corrected form and an audit finds the printed one "
+            "violated when eta > q: give a finite horizon for Theorem 6, or variant='printed' "
+            "for the paper's statement)")
     return _infinite(_inv(s_x) + _inv(s_v) / eta, eta, L, q, delta)
+
+
+_C_TEXT = {"printed": "sqrt(eta)", "derived": "eta",
+           "sound": "max(printed, derived) per step"}
 
 
 def _geometric_laplace(noise: Noise, label: str, n: int) -> list[tuple[float, float]]:
@@ -129,7 +139,7 @@ def _geometric_laplace(noise: Noise, label: str, n: int) -> list[tuple[float, fl
 
 
 def xie_guarantee(name: str, which: str, problem, graph, iterations, eta: float, noise_x: Noise,
-                  noise_2: Noise, gradient_bound=None, adjacency=None, variant="printed",
+                  noise_2: Noise, gradient_bound=None, adjacency=None, variant="sound",
                   omega: float = 1.0) -> PrivacyGuarantee:
     """Per-agent guarantee by paper 000's formulas; ``which`` is "pgtc" (noise_2 = y noise) or
     "ppdc" (noise_2 = v noise). The q of agent i must be the same for both of its noises."""
@@ -183,7 +193,7 @@ def xie_guarantee(name: str, which: str, problem, graph, iterations, eta: float,
         src = "user-supplied" if gradient_bound is not None else "computed from the problem's data"
         assumptions = (f"Assumption 7: ||grad f_i|| <= M = {M:.6g} ({src})",
                        f"sum over k = 0..K ({iterations + 1} terms)",
-                       f"variant: {variant} ({'sqrt(eta)' if variant == 'printed' else 'eta'})")
+                       f"variant: {variant} ({_C_TEXT[variant]})")
     return PrivacyGuarantee.from_per_agent(
         per, horizon=iterations, theorem=f"{label} of Xie et al. (paper 000), applied to {name}",
         assumptions=assumptions, notes=notes)
