@@ -197,10 +197,14 @@ def test_proposition1_numbers():
     g = graphs.ring(5)
     L, eta, q, s_x, s_y, delta = p.smoothness, 0.05, 0.8, 2.0, 3.0, 0.7
     alg = DiaDSP(eta=eta, noise_x=noise.Laplace(s_x, decay=q), noise_y=noise.Laplace(s_y, decay=q))
-    pg = alg.privacy(p, g, iterations=None, adjacency=delta)
+    pg = alg.privacy(p, g, iterations=None, adjacency=delta, variant="printed")
     tau = eta / s_x + 1 / s_y
     hand = tau * q**2 * delta / (q**2 - eta * L - q * eta * L)
     assert pg.epsilon == pytest.approx(hand, rel=1e-13)
+    sound = alg.privacy(p, g, iterations=None, adjacency=delta)   # default: x term eta/(s_x q)
+    tau = eta / (s_x * q) + 1 / s_y
+    assert sound.epsilon == pytest.approx(tau * q**2 * delta / (q**2 - eta * L - q * eta * L),
+                                          rel=1e-13)
     assert pg.horizon is None and "Proposition 1" in pg.theorem
     qmin = (eta * L + math.sqrt((eta * L) ** 2 + 4 * eta * L)) / 2
     assert dpnet.privacy.xie.proposition_q_min(eta, L) == pytest.approx(qmin)

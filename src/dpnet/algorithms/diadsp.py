@@ -58,7 +58,8 @@ class DiaDSP(Algorithm):
                 gradient_bound: float | None = None, adjacency: float | None = None,
                 variant: str = "sound", **_: Any) -> PrivacyGuarantee:
         """Theorem 3 of paper 000 for a finite horizon (gradient bound M, from the problem when it
-        knows one), Proposition 1 for ``iterations=None`` (adjacency radius delta required)."""
+        knows one), Proposition 1 for ``iterations=None`` (adjacency radius delta required).
+        ``variant``: "sound" (default), "printed" or "derived" (:mod:`dpnet.privacy.xie`)."""
         return xie_guarantee(self.name, "pgtc", problem, graph, iterations, self.eta,
                              self.noise_x, self.noise_y, gradient_bound=gradient_bound,
                              adjacency=adjacency, variant=variant)

@@ -27,7 +27,8 @@ agent) with the common decay ``q``. ``batch_size`` replaces every ``grad f_i`` b
 gradient of that many local samples (drawn at iteration k+1 for ``x_{k+1}``, at 0 for
 ``x_0``), each per-sample gradient clipped by ``clip`` when given: the stochastic PGTC that
 paper 001 runs as its CPGT baseline. Privacy: Theorem 3 (finite K, gradient bound M; "printed"
-sqrt(eta) or "derived" eta) and Proposition 1 (``iterations=None``, adjacency radius delta).
+sqrt(eta), "derived" eta, or the default "sound" max of the two) and Proposition 1
+(``iterations=None``, adjacency radius delta; "sound" = "derived", see privacy/xie.py).
 """
 
 from __future__ import annotations
@@ -105,7 +106,8 @@ class PGTC(Algorithm):
                 gradient_bound: float | None = None, adjacency: float | None = None,
                 variant: str = "sound", **_: Any) -> PrivacyGuarantee:
         """Theorem 3 for ``iterations=K`` (M = ``gradient_bound`` or the problem's own bound),
-        Proposition 1 for ``iterations=None`` (``adjacency`` = delta required)."""
+        Proposition 1 for ``iterations=None`` (``adjacency`` = delta required). ``variant``:
+        "sound" (default), "printed" or "derived" (:mod:`dpnet.privacy.xie`)."""
         return xie.xie_guarantee(self.name, "pgtc", problem, graph, iterations, self.eta,
                                  self.noise_x, self.noise_y, gradient_bound=gradient_bound,
                                  adjacency=adjacency, variant=variant)

@@ -21,8 +21,9 @@ compressor's ``(r, phi)`` unless ``check_theory=False`` (Table I's norm-sign row
 0.2 = 1/r`` for d = 10, on the boundary of the open interval).
 
 Noise: ``noise_x``/``noise_v`` are noise objects or Laplace scales with the common decay ``q``.
-Privacy: Theorem 6 (finite K, gradient bound M; "printed" or "derived") and Proposition 2
-(``iterations=None``, adjacency radius delta).
+Privacy: Theorem 6 (finite K, gradient bound M; "printed", "derived", or the default "sound"
+max of the two) and Proposition 2 (``iterations=None``, adjacency radius delta; only
+``variant="printed"``: an audit finds it exceeded when eta > q, see privacy/xie.py).
 """
 
 from __future__ import annotations
@@ -86,7 +87,8 @@ class PPDC(Algorithm):
                 gradient_bound: float | None = None, adjacency: float | None = None,
                 variant: str = "sound", **_: Any) -> PrivacyGuarantee:
         """Theorem 6 for ``iterations=K`` (M = ``gradient_bound`` or the problem's own bound),
-        Proposition 2 for ``iterations=None`` (``adjacency`` = delta required)."""
+        Proposition 2 for ``iterations=None`` (``adjacency`` = delta and ``variant="printed"``
+        required). ``variant``: "sound" (default), "printed" or "derived"."""
         return xie.xie_guarantee(self.name, "ppdc", problem, graph, iterations, self.eta,
                                  self.noise_x, self.noise_v, gradient_bound=gradient_bound,
                                  adjacency=adjacency, variant=variant, omega=self.omega)
