@@ -278,3 +278,20 @@ def test_diadsp_bits_two_broadcasts_per_iteration():
     x0 = p.default_x0(0).numpy()
     xi0 = noise.Laplace(1.0, decay=0.9).sample(Streams(0), "noise_x", 0, np.arange(N), N, D)
     np.testing.assert_allclose(xa[0], x0 + xi0.numpy(), atol=1e-15)
+
+
+def test_calibrate_hits_the_target_from_below():
+    """Theorem 3's epsilon is proportional to 1/scale: calibration scales both noises by
+    eps_before/target and never overshoots."""
+    p = problems.Quadratic.random(5, 3, seed=1, mu=0.5, L=2.0)
+    g = graphs.ring(5)
+    alg = DiaDSP(eta=0.1, noise_x=noise.Laplace(1.0, decay=0.9), noise_y=noise.Laplace(2.0, decay=0.9))
+    before = alg.privacy(p, g, iterations=20, gradient_bound=1.0).epsilon
+    for target in (0.5, 3.0, 1e3):
+        tuned = alg.calibrate(target, p, g, iterations=20, gradient_bound=1.0)
+        eps = tuned.privacy(p, g, iterations=20, gradient_bound=1.0).epsilon
+        assert eps <= target and eps == pytest.approx(target, rel=1e-8)
+        factor = before / target
+        assert tuned.noise_x.scale_at(0, 5)[0] == pytest.approx(1.0 * factor, rel=1e-8)
+        assert tuned.noise_y.scale_at(0, 5)[0] == pytest.approx(2.0 * factor, rel=1e-8)
+    assert alg.noise_x.scale_at(0, 5)[0] == 1.0   # the original is untouched

@@ -22,7 +22,7 @@ from typing import Any
 from ..errors import positive
 from ..noise import Noise, none
 from ..privacy.guarantee import PrivacyGuarantee
-from ..privacy.xie import xie_guarantee
+from ..privacy.xie import calibrate_noise, xie_guarantee
 from .base import Algorithm, Context, State, register
 
 
@@ -63,6 +63,13 @@ class DiaDSP(Algorithm):
         return xie_guarantee(self.name, "pgtc", problem, graph, iterations, self.eta,
                              self.noise_x, self.noise_y, gradient_bound=gradient_bound,
                              adjacency=adjacency, variant=variant)
+
+    def calibrate(self, epsilon: float, problem, graph, iterations: int | None = None,
+                  **constants: Any) -> DiaDSP:
+        """A copy with ``noise_x`` and ``noise_y`` scaled by the smallest common factor whose
+        guarantee is at most ``epsilon`` (same constants as :meth:`privacy`)."""
+        return calibrate_noise(self, ("noise_x", "noise_y"), epsilon, problem, graph,
+                               iterations=iterations, **constants)
 
 
 @register
