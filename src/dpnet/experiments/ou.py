@@ -15,17 +15,16 @@ delta, W of the baselines) is chosen and stated in each report.
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
 
 from .. import graphs, noise, problems
 from ..algorithms import DPP2, PPDC, DiaDSP, GradientTracking
 from ..privacy import ou, xie
 from ..runner import run
+from ..threads import torch_threads
 from . import experiment
 
 PAPER = ("Ou, Wang, Liu, Lu: Distributed nonconvex optimization with double privacy protection "
@@ -35,17 +34,6 @@ RADIUS, PAPER_EDGES = 0.3, 255
 GRAPH_SEED = 4            # seeds 0..3 give 237, 251, 252, 273 edges; seed 4 gives the paper's 255
 DATA_SEED = 0
 ALPHA, BETA, RHO = 0.1, 0.05, 10.0
-
-
-@contextlib.contextmanager
-def _one_thread():
-    # 50 x 200 x 10 tensors: torch's intra-op threads only add overhead on a busy 2-core machine
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _setup(report) -> tuple[problems.NonconvexLogistic, graphs.Graph]:
@@ -117,7 +105,7 @@ def _sweep(report, quick: bool, key: str, values: list[float], fixed: dict) -> N
     curves: dict[float, np.ndarray] = {}
     fig, ax = plt.subplots(figsize=(7, 4.5))
     eps_rows = []
-    with _one_thread():
+    with torch_threads(1):
         for v in values:
             u, r = (v, fixed["r"]) if key == "u" else (fixed["u"], v)
             alg = DPP2(ALPHA, BETA, RHO, noise_w=_noise(u, r), noise_e=_noise(u, r))
@@ -261,7 +249,7 @@ def fig3(report, quick: bool) -> None:
     drift: dict[str, dict[float, float]] = {m: {} for m in FIG3}
     traj: dict[str, tuple] = {}
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
-    with _one_thread():
+    with torch_threads(1):
         free = {}
         for name, alg in _fig3_algorithms(None).items():
             h = run(alg, problem, graph, K, seed=0, log_every=every,

@@ -15,7 +15,6 @@ what does not reproduce is reported as such.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from ..algorithms import PGTC, PPDC, DiaDSP
 from ..errors import NonFiniteError
 from ..rng import Streams
 from ..runner import run
+from ..threads import torch_threads
 from . import experiment
 
 PAPER = ("Xie, Yi, Wang, Cao, Ren: Differentially private and communication-efficient "
@@ -86,17 +86,6 @@ def problem(which: str, seed: int = 0, m_scale: float = 1.0) -> problems.Problem
     if which == "37":
         return problems.NonconvexLogistic.random(N, M_SAMPLES, D, seed=seed, lam=1e-3, alpha=1.0)
     return problems.SinCos(problems.SinCos.random(N, D, seed=seed).m.numpy() * m_scale, D)
-
-
-@contextlib.contextmanager
-def _one_thread():
-    # 6 x 10 tensors: torch's intra-op threads only add overhead (30x slower on a busy machine)
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 # ---- one run ---------------------------------------------------------------------------------
@@ -208,7 +197,7 @@ def residual_runs(which: str, reading: str, quick: bool,
     K = QUICK_K if quick else HORIZON[(which, reading)]
     seeds = (0,) if quick else SEEDS[(which, reading)]
     out: dict[str, list[Outcome]] = {}
-    with _one_thread():
+    with torch_threads(1):
         for seed in seeds:
             algs = table_i(s, q)
             if which == "38":
@@ -492,7 +481,7 @@ def _noise_free_check(report, quick: bool) -> None:
     on (38) (DiaDSP rows for information)."""
     K = QUICK_K if quick else 3000
     rows = []
-    with _one_thread():
+    with torch_threads(1):
         algs = table_i(0.0, 0.5)
         algs[LAZY] = algs["DiaDSP"]
         for label, alg in algs.items():
@@ -540,7 +529,7 @@ def fig6(report, quick: bool) -> None:
 
 def accuracy_sweep(which: str, s: float, qs, seeds, K: int) -> dict[tuple[str, float], list]:
     out: dict[tuple[str, float], list[Outcome]] = {}
-    with _one_thread():
+    with torch_threads(1):
         for q in qs:
             for seed in seeds:
                 algs = table_i(s, q)

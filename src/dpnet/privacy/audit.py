@@ -57,6 +57,7 @@ from ..network import BitLedger, Network
 from ..noise import Noise
 from ..problems.base import Problem
 from ..rng import _GOLDEN, Streams, _mix, purpose_key
+from ..threads import torch_threads
 from .guarantee import PrivacyGuarantee
 
 Features = Callable[[dict[str, np.ndarray]], np.ndarray]
@@ -639,14 +640,10 @@ def sample_statistic_inputs(target: AuditTarget, repetitions: int, seed: int = 0
     per_chunk = max(1, chunk_rows // graph.n)
     out = []
     # ~1e5-row element-wise ops: intra-op threads cost more than they save (3-10x on 2 shared cores)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         for w in (0, 1):
             out.append(_world_features(alg, problems, graph, target, feats, repetitions, seed, w,
                                        per_chunk))
-    finally:
-        torch.set_num_threads(threads)
     return out[0], out[1]
 
 

@@ -39,6 +39,33 @@ def _identity_float(x: torch.Tensor) -> torch.Tensor:
     return x.to(torch.float32)
 
 
+class FlatModule:
+    """A module whose parameters are one flat row: ``unflatten`` maps a row to the parameter
+    dict (views), ``logits(row, xb)`` evaluates the module with them (``functional_call``, the
+    module's own buffers); ``x0`` is the module's initial row, ``dim`` its length P."""
+
+    def __init__(self, module: nn.Module, dtype: torch.dtype) -> None:
+        self.module = module
+        params = dict(module.named_parameters())
+        self.names = list(params)
+        self.shapes = [p.shape for p in params.values()]
+        self.sizes = [p.numel() for p in params.values()]
+        self.dim = int(sum(self.sizes))
+        self.buffers = dict(module.named_buffers())
+        self.x0 = torch.cat([p.detach().reshape(-1) for p in params.values()]).to(dtype)
+
+    def unflatten(self, row: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Parameter dict of one state row (views into it)."""
+        out, o = {}, 0
+        for name, shape, size in zip(self.names, self.shapes, self.sizes):
+            out[name] = row[o:o + size].reshape(shape)
+            o += size
+        return out
+
+    def logits(self, row: torch.Tensor, xb: torch.Tensor) -> torch.Tensor:
+        return functional_call(self.module, (self.unflatten(row), self.buffers), (xb,))
+
+
 class NeuralProblem(Problem):
     """A module and a partitioned dataset (see the module docstring).
 
@@ -80,13 +107,8 @@ class NeuralProblem(Problem):
             tx, ty = test
             self.test = (torch.as_tensor(np.asarray(tx)),
                          torch.as_tensor(np.asarray(ty), dtype=torch.int64))
-        params = dict(model.named_parameters())
-        self._names = list(params)
-        self._shapes = [p.shape for p in params.values()]
-        self._sizes = [p.numel() for p in params.values()]
-        self.dim = int(sum(self._sizes))
-        self._buffers = {k: v for k, v in model.named_buffers()}
-        self.x0 = torch.cat([p.detach().reshape(-1) for p in params.values()]).to(self.dtype)
+        self._flat = FlatModule(self.model, self.dtype)
+        self.dim, self.x0 = self._flat.dim, self._flat.x0
         self._batch_grad = vmap(grad(self._loss_batch), in_dims=(0, 0, 0))
         self._sample_grad = vmap(vmap(grad(self._loss_one), in_dims=(None, 0, 0)),
                                  in_dims=(0, 0, 0))
@@ -96,11 +118,7 @@ class NeuralProblem(Problem):
     # -- parameters <-> rows ----------------------------------------------------------------
     def unflatten(self, row: torch.Tensor) -> dict[str, torch.Tensor]:
         """Parameter dict of one state row (views into it)."""
-        out, o = {}, 0
-        for name, shape, size in zip(self._names, self._shapes, self._sizes):
-            out[name] = row[o:o + size].reshape(shape)
-            o += size
-        return out
+        return self._flat.unflatten(row)
 
     def load_into(self, module: nn.Module, row: torch.Tensor) -> nn.Module:
         """Copy a state row into a module with the same architecture (for export)."""
@@ -110,7 +128,7 @@ class NeuralProblem(Problem):
         return module
 
     def _logits(self, row: torch.Tensor, xb: torch.Tensor) -> torch.Tensor:
-        return functional_call(self.model, (self.unflatten(row), self._buffers), (xb,))
+        return self._flat.logits(row, xb)
 
     def _loss_batch(self, row, xb, yb):
         return nn.functional.cross_entropy(self._logits(row, xb), yb)

@@ -185,7 +185,9 @@ class NeuralSamples:
 
     def __init__(self, module: torch.nn.Module, features, labels, transform=None,
                  chunk: int = 256) -> None:
-        from torch.func import functional_call, grad, vmap
+        from torch.func import grad, vmap
+
+        from .neural import FlatModule
 
         require(not any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
                         for m in module.modules()), "module", type(module).__name__,
@@ -197,28 +199,19 @@ class NeuralSamples:
                 tuple(self.labels.shape), f"one label per sample ({self.features.shape[0]})")
         self.transform = transform or (lambda x: x.to(torch.float32))
         self.chunk = positive_int("chunk", chunk)
-        params = dict(module.named_parameters())
-        self._names = list(params)
-        self._shapes = [p.shape for p in params.values()]
-        self._sizes = [p.numel() for p in params.values()]
-        self._buffers = dict(module.named_buffers())
-        self.dim = int(sum(self._sizes))
+        self._flat = FlatModule(self.module, self.dtype)
+        self.dim = self._flat.dim
         self.n_data = int(self.labels.shape[0])
-        self.x0 = torch.cat([p.detach().reshape(-1) for p in params.values()]).to(self.dtype)
-        self._call = functional_call
+        self.x0 = self._flat.x0
         self._wgrad = vmap(grad(self._wloss), in_dims=(0, 0, 0, 0))
         self._logits_agents = vmap(self._logits, in_dims=(0, 0))
         self._logits_shared = vmap(self._logits, in_dims=(0, None))
 
     def unflatten(self, row: torch.Tensor) -> dict[str, torch.Tensor]:
-        out, o = {}, 0
-        for name, shape, size in zip(self._names, self._shapes, self._sizes):
-            out[name] = row[o:o + size].reshape(shape)
-            o += size
-        return out
+        return self._flat.unflatten(row)
 
     def _logits(self, row, xb):
-        return self._call(self.module, (self.unflatten(row), self._buffers), (xb,))
+        return self._flat.logits(row, xb)
 
     def _wloss(self, row, xb, yb, wb):
         ce = torch.nn.functional.cross_entropy(self._logits(row, xb), yb, reduction="none")

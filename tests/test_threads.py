@@ -1,0 +1,16 @@
+"""torch_threads: the block runs with the requested count and the caller's is restored."""
+
+import pytest
+import torch
+
+from dpnet.threads import torch_threads
+
+
+def test_thread_count_is_set_then_restored_even_on_error():
+    before = torch.get_num_threads()
+    with torch_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    with pytest.raises(RuntimeError), torch_threads(1):
+        raise RuntimeError("inside")
+    assert torch.get_num_threads() == before
