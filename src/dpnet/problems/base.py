@@ -99,10 +99,7 @@ class Problem(ABC):
         rank of a distributed run needs. Constants that depend on every agent's data (smoothness,
         gradient bound, and the optimum when already computed) are evaluated first, so every
         rank's accountant sees the same values; the other agents' data is then dropped."""
-        a = np.asarray(agents, dtype=np.int64).reshape(-1)
-        require(a.size >= 1 and np.all(np.diff(a) > 0) and a[0] >= 0 and a[-1] < self.n_agents,
-                "agents", ranges_text(a) if a.size else [], f"increasing agent indices in "
-                f"[0, {self.n_agents})")
+        a = check_agent_indices(agents, self.n_agents)
         if self.held is not None:
             self._slot(a)  # every requested agent must be held already
         constants = self._global_constants()
@@ -174,6 +171,21 @@ class Problem(ABC):
         if self.held is not None:
             out["held_agents"] = ranges_text(self.held)
         return out
+
+
+def logistic_curvature(V: torch.Tensor) -> float:
+    """``max_i lambda_max(V_i^T V_i) / (4 m)`` for per-agent samples ``V`` of shape ``(n, m, d)``:
+    the curvature bound of a mean logistic loss (its second derivative is at most 1/4)."""
+    G = torch.einsum("nmd,nme->nde", V, V) / (4 * V.shape[1])
+    return float(torch.linalg.eigvalsh(G).max())
+
+
+def check_agent_indices(agents, n: int) -> np.ndarray:
+    """``agents`` as increasing int64 indices in ``[0, n)`` (at least one), or a ParameterError."""
+    a = np.asarray(agents, dtype=np.int64).reshape(-1)
+    require(a.size >= 1 and bool(np.all(np.diff(a) > 0)) and a[0] >= 0 and a[-1] < n, "agents",
+            ranges_text(a) if a.size else [], f"increasing agent indices in [0, {n})")
+    return a
 
 
 def ranges_text(a: np.ndarray) -> str:

@@ -11,7 +11,7 @@ import torch
 
 from ..errors import positive_int, require
 from ..rng import Streams
-from .base import Problem, minimize_global
+from .base import Problem, check_agent_indices, logistic_curvature, minimize_global
 from .stochastic import Clip, as_clip, sample_indices
 
 
@@ -79,15 +79,10 @@ class LogisticRegression(Problem):
         """Only ``agents``' rows of the partition ``idx``, with the global smoothness computed a
         block of agents at a time (never the whole ``(n, m, d)`` tensor at once)."""
         n = idx.shape[0]
-        a = np.asarray(agents, dtype=np.int64).reshape(-1)
-        require(a.size >= 1 and np.all(np.diff(a) > 0) and a[0] >= 0 and a[-1] < n, "agents",
-                a.tolist()[:8], f"increasing agent indices in [0, {n})")
+        a = check_agent_indices(agents, n)
         out = cls(X[idx[a]], y[idx[a]], reg=reg)
-        curv = 0.0
-        for block in np.array_split(np.arange(n), max(1, n // 64)):
-            A = torch.as_tensor(X[idx[block]])
-            G = torch.einsum("nmd,nme->nde", A, A) / (4 * A.shape[1])
-            curv = max(curv, float(torch.linalg.eigvalsh(G).max()))
+        curv = max(logistic_curvature(torch.as_tensor(X[idx[block]]))
+                   for block in np.array_split(np.arange(n), max(1, n // 64)))
         out._L = curv + out.reg
         out.n_agents, out.held = n, a
         out._frozen = {"smoothness": out._L, "gradient_bound": None, "optimum": None}
@@ -140,8 +135,7 @@ class LogisticRegression(Problem):
     @property
     def smoothness(self) -> float:
         if self._L is None:
-            G = torch.einsum("nmd,nme->nde", self.A, self.A) / (4 * self.m)
-            self._L = float(torch.linalg.eigvalsh(G).max()) + self.reg
+            self._L = logistic_curvature(self.A) + self.reg
         return self._L
 
     def optimum(self):

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from ..errors import ParameterError, positive, positive_int, require
-from .base import Problem, minimize_global
+from .base import Problem, logistic_curvature, minimize_global
 
 
 def _rng(seed: int) -> np.random.Generator:
@@ -84,8 +84,7 @@ class NonconvexLogistic(Problem):
         """``max_i lambda_max(V_i^T V_i)/(4m) + 2 lam alpha`` (logistic curvature <= 1/4; the
         regulariser's second derivative is at most ``2 lam alpha``, attained at 0)."""
         if self._L is None:
-            G = torch.einsum("nmd,nme->nde", self.V, self.V) / (4 * self.m)
-            self._L = float(torch.linalg.eigvalsh(G).max()) + 2 * self.lam * self.alpha
+            self._L = logistic_curvature(self.V) + 2 * self.lam * self.alpha
         return self._L
 
     def gradient_bound(self) -> float:
