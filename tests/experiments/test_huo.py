@@ -10,6 +10,7 @@ import torch
 
 from dpnet import data
 from dpnet.experiments import get, huo
+from dpnet.privacy import huo as huo_privacy
 
 FIX = Path(__file__).resolve().parents[1] / "data"
 torch.set_num_threads(1)
@@ -97,3 +98,23 @@ def test_cnn_run_resumes_exactly(fixtures):
     assert resumed["test_accuracy"] == full["test_accuracy"]
     np.testing.assert_equal(resumed["history"], full["history"])
     assert resumed["bits"] == full["bits"]
+
+
+def test_full_sensitivity_column_charges_all_coordinates():
+    """Table II's sound column: with k = d it is the calibration's own account (the target
+    epsilon); with k < d the same sigma certifies a larger epsilon, by exactly the account with
+    k = d (all coordinates charged)."""
+    spec = huo.cnn_spec(False)
+
+    class Problem:
+        m = 400
+
+    run = {"sigma": 0.0, "k": 30, "d": 100, "p": 0.8, "T": 40}
+    mech = huo_privacy.Mechanism(G=spec.G, k=30, d=100, p=0.8, q=400, T=40, batch_size=spec.batch_size)
+    run["sigma"] = huo_privacy.calibrate_sigma(1.0, mech, "pld", delta=spec.delta, rel_tol=1e-3)
+    full = huo._full_sensitivity_eps(spec, Problem, run, quick=False)
+    dense = huo_privacy.Mechanism(G=spec.G, k=100, d=100, p=0.8, q=400, T=40, batch_size=spec.batch_size)
+    assert full == pytest.approx(huo_privacy.dp_accounting_epsilon(run["sigma"], spec.delta, dense, "pld"),
+                                 rel=1e-9)
+    assert full > 1.5    # sensitivity grows by sqrt(d/k) = 1.83
+    assert huo._full_sensitivity_eps(spec, Problem, run, quick=True) != full  # nan in quick runs
