@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +44,14 @@ def test_fig2a_quick(fixtures):
     sigmas = {r["rate"]: r["sigma"] for r in rep.tables[0][1]}
     # sigma^2 scales as k p^2 (Remark 1): 24% has sqrt(0.3) * 0.8 of 100%'s noise
     assert sigmas["24%"] / sigmas["100%"] == pytest.approx(0.8 * (37 / 123) ** 0.5, rel=1e-9)
+    # the reference lines: f(0) = log 2 for the logistic loss, and the noise-free run
+    s = huo.lr_setup("a9a", True)
+    assert s.start_gap == pytest.approx(math.log(2) - s.f_star, rel=1e-12)
+    ref, curve = huo.noise_free_lr(s, quick=True)
+    assert curve.suboptimality[0] == pytest.approx(s.start_gap, rel=1e-12)
+    assert 0 < ref < s.start_gap     # without noise the same steps make progress
+    assert f"x_0 = 0 starts at suboptimality {s.start_gap:.4g}" in text
+    assert f"without noise end at {ref:.4g}" in text
 
 
 def test_fig2b_quick(fixtures):
