@@ -422,6 +422,10 @@ def fig3(report, quick: bool) -> None:
                   "0.002-0.005), DPDO and CPGT pure eps = 0.01 (a stronger guarantee); the paper "
                   "does not say how it matched pure and approximate DP")
     report.choice("Fig. 3 labels CPGT 'GPGT' (typo)")
+    report.note("CPGT's pure epsilon (paper 000's Theorem 3) is 4 sqrt(d) M (sqrt(eta)/s_x + "
+                "1/s_y) sum_{k<=T} q^-k: the sum is at least T + 1 for every q < 1 (smallest as "
+                "q -> 1, hence q = 0.99999), so epsilon = 0.01 over T = 6 epochs of single-sample "
+                "steps needs Laplace scales ~1e7-1e8, which swamp the iterates")
     fig, axes = plt.subplots(1, len(setups), figsize=(5.2 * len(setups), 3.8), squeeze=False)
     for ax, s in zip(axes[0], setups):
         x_star_norm = float(torch.linalg.vector_norm(s.x_star))
