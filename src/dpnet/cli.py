@@ -233,6 +233,10 @@ def cmd_reproduce(args) -> int:
         verdicts = ", ".join(c.verdict for c in report.claims) or "no claims"
         print(f"{name}: wrote {args.out}/{name}.md ({verdicts})")
         failed += sum(c.passed is False for c in report.claims)
+    if names:
+        from .experiments.report import write_index
+
+        print(f"index: {write_index(args.out)}")
     if failed:
         print(f"{failed} claim(s) did not reproduce: see the reports (they say why, with numbers)")
     return 0

@@ -167,14 +167,16 @@ def _claims_sweep(report, quick, key, values, curves, iters) -> None:
                  + ", ".join(f"{v:g}: {f:.2e}" for v, f in zip(values, halves)))
 
 
-@experiment("ou-fig1", "DPP2: convergence for noise decay rates r (u = 1)", PAPER)
+@experiment("ou-fig1", "DPP2: convergence for noise decay rates r (u = 1)",
+            PAPER + ", Fig. 1")
 def fig1(report, quick: bool) -> None:
     values = [0.0, 0.5, 0.9] if quick else [0.0, 0.5, 0.9, 0.95, 0.97, 0.98, 0.99]
     report.choice("r = 0 read as 0^0 = 1: noise of scale u at k = 0 only, none afterwards.")
     _sweep(report, quick, "r", values, {"u": 1.0})
 
 
-@experiment("ou-fig2", "DPP2: convergence for noise scales u (r = 0.95)", PAPER)
+@experiment("ou-fig2", "DPP2: convergence for noise scales u (r = 0.95)",
+            PAPER + ", Fig. 2")
 def fig2(report, quick: bool) -> None:
     values = [0.0, 0.3, 1.0] if quick else [0.0, 0.1, 0.3, 0.6, 1.0, 3.0, 5.0]
     report.note("u = 0 is the noise-free method (first tier of protection only).")
@@ -218,7 +220,8 @@ def _log10_eps(problem, r: float, K: int, M: float, delta: float) -> dict[str, f
             "DiaDSP": math.log10(dia) + s, "PPDC": math.log10(ppdc) + s}
 
 
-@experiment("ou-fig3", "DPP2 vs DiaDSP and uncompressed PPDC: final accuracy against r", PAPER)
+@experiment("ou-fig3", "DPP2 vs DiaDSP and uncompressed PPDC: final accuracy against r",
+            PAPER + ", Fig. 3")
 def fig3(report, quick: bool) -> None:
     problem, graph = _setup(report)
     K = 150 if quick else 500

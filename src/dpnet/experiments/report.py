@@ -12,6 +12,7 @@ import csv
 import datetime as _dt
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -143,6 +144,41 @@ class Report:
         if self.notes:
             lines += ["", "## Notes", ""] + [f"- {_md(n)}" for n in self.notes]
         return "\n".join(lines) + "\n"
+
+
+def write_index(folder: str | Path) -> Path:
+    """``README.md`` of a reproductions folder: one line per report (from its ``NAME.json``)
+    with the figure it regenerates and how many of its claims reproduced, so the state of every
+    paper is readable at a glance. Rewritten by every ``dpnet reproduce``."""
+    folder = Path(folder)
+    rows = []
+    for p in sorted(folder.glob("*.json")):
+        s = json.loads(p.read_text())
+        if not {"name", "claims", "paper"} <= s.keys():
+            continue
+        verdicts = [c["passed"] for c in s["claims"]]
+        rows.append({"report": f"[{s['name']}]({s['name']}.md)",
+                     "regenerates": _figure_of(s["paper"]),
+                     "variant": "--quick" if s.get("quick") else "full",
+                     "reproduced": sum(v is True for v in verdicts),
+                     "not reproduced": sum(v is False for v in verdicts),
+                     "not checked": sum(v is None for v in verdicts),
+                     "title": s.get("title", "")})
+    lines = ["# Reproductions", "",
+             "Written by `dpnet reproduce NAME --out DIR` into DIR. Each report states its claims "
+             "with the measured numbers, the settings, the choices made where the paper is "
+             "silent, and what was run at reduced size. A claim that did not reproduce is a "
+             "finding, explained in its report.", ""]
+    lines += _md_table(rows)
+    out = folder / "README.md"
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
+def _figure_of(paper: str) -> str:
+    """'Authors: Title (paper 001), Fig. 2(a)' -> 'paper 001, Fig. 2(a)'."""
+    m = re.search(r"\((paper \d+)\),?\s*(.*)$", paper)
+    return f"{m.group(1)}, {m.group(2)}".rstrip(", ") if m else paper
 
 
 def _fmt_cell(v: Any) -> Any:

@@ -505,22 +505,26 @@ def _noise_free_check(report, quick: bool) -> None:
                f"{_fmt(r['||x_K||^2'], '.1e')}" for r in rows), not quick)
 
 
-@experiment("xie-fig2", "PGTC/PPDC/DiaDSP residual vs iterations on problem (37)", PAPER)
+@experiment("xie-fig2", "PGTC/PPDC/DiaDSP residual vs iterations on problem (37)",
+            PAPER + ", Fig. 2")
 def fig2(report, quick: bool) -> None:
     _residual_figure(report, "37", "iterations", quick)
 
 
-@experiment("xie-fig3", "PGTC/PPDC/DiaDSP residual vs transmitted bits on problem (37)", PAPER)
+@experiment("xie-fig3", "PGTC/PPDC/DiaDSP residual vs transmitted bits on problem (37)",
+            PAPER + ", Fig. 3")
 def fig3(report, quick: bool) -> None:
     _residual_figure(report, "37", "bits", quick)
 
 
-@experiment("xie-fig5", "PGTC/PPDC/DiaDSP residual vs iterations on problem (38)", PAPER)
+@experiment("xie-fig5", "PGTC/PPDC/DiaDSP residual vs iterations on problem (38)",
+            PAPER + ", Fig. 5")
 def fig5(report, quick: bool) -> None:
     _residual_figure(report, "38", "iterations", quick)
 
 
-@experiment("xie-fig6", "PGTC/PPDC/DiaDSP residual vs transmitted bits on problem (38)", PAPER)
+@experiment("xie-fig6", "PGTC/PPDC/DiaDSP residual vs transmitted bits on problem (38)",
+            PAPER + ", Fig. 6")
 def fig6(report, quick: bool) -> None:
     _residual_figure(report, "38", "bits", quick)
 
@@ -666,11 +670,13 @@ def _accuracy_figure(report, which: str, s: float, quick: bool) -> None:
                     f"non-converged runs above do (all PPDC runs, PGTC at large q).")
 
 
-@experiment("xie-fig4", "Accuracy ||grad f(x^inf)|| vs noise decay q on problem (37)", PAPER)
+@experiment("xie-fig4", "Accuracy ||grad f(x^inf)|| vs noise decay q on problem (37)",
+            PAPER + ", Fig. 4")
 def fig4(report, quick: bool) -> None:
     _accuracy_figure(report, "37", 0.1, quick)
 
 
-@experiment("xie-fig7", "Accuracy ||grad f(x^inf)|| vs noise decay q on problem (38)", PAPER)
+@experiment("xie-fig7", "Accuracy ||grad f(x^inf)|| vs noise decay q on problem (38)",
+            PAPER + ", Fig. 7")
 def fig7(report, quick: bool) -> None:
     _accuracy_figure(report, "38", 5.0, quick)
