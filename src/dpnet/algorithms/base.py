@@ -102,6 +102,21 @@ class Algorithm(ABC):
         return f"{type(self).__name__}({args})"
 
 
+class BoxConstrained:
+    """Mixin of the algorithms whose iterates live in the box ``X = [-radius, radius]^d``
+    (``radius=None``: ``X = R^d``). The Euclidean projection onto a box is a coordinate-wise
+    clamp, so it acts on the stacked ``(n, d)`` rows as on one agent's vector."""
+
+    radius: float | None = None
+
+    def _project(self, x: torch.Tensor) -> torch.Tensor:
+        return x if self.radius is None else x.clamp(-self.radius, self.radius)
+
+    def init(self, ctx: Context, x0: torch.Tensor) -> State:
+        """``x_0`` projected onto X."""
+        return {"x": self._project(x0)}
+
+
 _REGISTRY: dict[str, type[Algorithm]] = {}
 
 

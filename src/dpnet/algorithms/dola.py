@@ -32,11 +32,11 @@ from ..noise import Laplace
 from ..privacy import chen_wang
 from ..privacy.guarantee import PrivacyGuarantee
 from ..problems.online import all_data_grad
-from .base import Algorithm, Context, State, register
+from .base import Algorithm, BoxConstrained, Context, State, register
 
 
 @register
-class DOLA(Algorithm):
+class DOLA(BoxConstrained, Algorithm):
     name = "dola"
     paper = "Li, Zhou, Xiong, Wang & Wang, TKDE 2018, Algorithm 1 (DOLA)"
     private = True
@@ -57,12 +57,6 @@ class DOLA(Algorithm):
 
     def check_graph(self, graph) -> None:
         graph.require_mixing(self.name)
-
-    def _project(self, x):
-        return x if self.radius is None else x.clamp(-self.radius, self.radius)
-
-    def init(self, ctx: Context, x0) -> State:
-        return {"x": self._project(x0)}
 
     def _gradient_point(self, w, b):
         return b                                               # DOLA: at the mixed point b_t^i

@@ -42,11 +42,11 @@ from ..noise import Gaussian
 from ..privacy import huo
 from ..privacy.guarantee import PrivacyGuarantee
 from ..problems.stochastic import Clip, as_clip, clipped_stochastic_grad
-from .base import Algorithm, Context, State, register
+from .base import Algorithm, BoxConstrained, Context, State, register
 
 
 @register
-class DPDDA(Algorithm):
+class DPDDA(BoxConstrained, Algorithm):
     name = "dp_dda"
     paper = "Liu, Johansson & Shi, Automatica 2024 (DP-DDA with node sampling)"
     private = True
@@ -68,9 +68,6 @@ class DPDDA(Algorithm):
 
     def beta(self, t: int) -> float:
         return self.beta0 * math.sqrt(t + 1.0)
-
-    def _project(self, x):
-        return x if self.radius is None else x.clamp(-self.radius, self.radius)
 
     def iterate(self, state: State) -> torch.Tensor:
         return state["x_avg"]

@@ -43,11 +43,11 @@ from ..errors import ParameterError, nonnegative, positive, positive_int, requir
 from ..noise import Laplace
 from ..privacy.guarantee import PrivacyGuarantee
 from ..problems.stochastic import Clip, as_clip, clipped_stochastic_grad
-from .base import Algorithm, Context, State, register
+from .base import Algorithm, BoxConstrained, Context, State, register
 
 
 @register
-class DPDO(Algorithm):
+class DPDO(BoxConstrained, Algorithm):
     name = "dpdo"
     paper = "Huang, Mitra & Vaidya (ICDCN 2015), Algorithm 1"
     private = True
@@ -68,12 +68,6 @@ class DPDO(Algorithm):
 
     def check_graph(self, graph) -> None:
         graph.require_mixing(self.name)
-
-    def _project(self, x):
-        return x if self.radius is None else x.clamp(-self.radius, self.radius)
-
-    def init(self, ctx: Context, x0) -> State:
-        return {"x": self._project(x0)}
 
     def step(self, ctx: Context, state: State, k: int) -> State:
         y = state["x"] + ctx.noise(self.noise, "noise", k)

@@ -30,7 +30,7 @@ from ..noise import Laplace
 from ..privacy import chen_wang
 from ..privacy.guarantee import PrivacyGuarantee
 from ..problems.online import all_data_grad
-from .base import Algorithm, Context, State, register
+from .base import Algorithm, BoxConstrained, Context, State, register
 from .ldp_online import (
     NEIGHBOURS,
     PerAgent,
@@ -42,7 +42,7 @@ from .ldp_online import (
 
 
 @register
-class LDOL(Algorithm):
+class LDOL(BoxConstrained, Algorithm):
     name = "ldol"
     paper = "Chen & Wang [47], eq. (17) of paper 002"
     private = True
@@ -77,9 +77,6 @@ class LDOL(Algorithm):
 
     def init(self, ctx: Context, x0) -> State:
         return {"x": self._project(x0), "deg": weight_degree(ctx)}
-
-    def _project(self, x):
-        return x if self.radius is None else x.clamp(-self.radius, self.radius)
 
     def step(self, ctx: Context, state: State, t: int) -> State:
         theta, deg = state["x"], state["deg"]
