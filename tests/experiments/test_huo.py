@@ -78,7 +78,11 @@ def test_table2_and_fig4_quick(fixtures):
     assert "93.35" in text and "Theorem 1 cannot apply" in text
     assert len(rep.rows) == 8                     # 2 epsilons x 4 rates
     runs = list((fixtures / "runs" / "huo-table2").glob("*.done.pt"))
-    assert len(runs) == 8
+    assert len(runs) == 9                         # and the noise-free reference
+    reference = torch.load(next((fixtures / "runs" / "huo-table2").glob("quick-nonoise-*")),
+                           weights_only=False)
+    assert reference["sigma"] == 0 and math.isnan(reference["privacy"]["PLD eps"])  # no claim
+    assert f"test accuracy {100 * reference['test_accuracy']:.2f} %" in text
     rep4 = get("huo-fig4").run(quick=True, outdir=fixtures)   # reuses the finished runs
     _check(rep4, fixtures, "huo-fig4", 1)
 
