@@ -51,7 +51,9 @@ def test_fig2a_quick(fixtures):
     assert curve.suboptimality[0] == pytest.approx(s.start_gap, rel=1e-12)
     assert 0 < ref < s.start_gap     # without noise the same steps make progress
     assert f"x_0 = 0 starts at suboptimality {s.start_gap:.4g}" in text
-    assert f"without noise end at {ref:.4g}" in text
+    assert f"without noise end at {ref:.4g} with the private runs' clipping" in text
+    unclipped, _ = huo.noise_free_lr(s, quick=True, clipped=False)
+    assert unclipped != ref and f"and at {unclipped:.4g} unclipped" in text
 
 
 def test_fig2b_quick(fixtures):

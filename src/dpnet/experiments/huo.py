@@ -183,12 +183,13 @@ def doadp_lr(setup: LRSetup, p: float, ratio: float, epsilon: float):
     return alg, mech, sigma, how
 
 
-def noise_free_lr(setup: LRSetup, quick: bool) -> tuple[float, Curve]:
+def noise_free_lr(setup: LRSetup, quick: bool, clipped: bool = True) -> tuple[float, Curve]:
     """The same DO-ADP steps without noise, activation or sparsification (sigma = 0, p = 1,
-    k = d, still clipped): the mean final suboptimality over the setup's seeds and the mean
-    curve. It separates what the step sizes and horizon allow from what the noise costs."""
+    k = d), clipped like the private runs or not: the mean final suboptimality over the setup's
+    seeds and the mean curve. They separate what the steps and horizon allow, what the clipping
+    costs (its clipped-gradient fixed point is not x*) and what the noise costs."""
     alg = algorithms.DOADP(sigma=0.0, p=1.0, k=setup.problem.dim,
-                           clip=Clip(G_CLIP, "coordinate"), **LR_STEPS)
+                           clip=Clip(G_CLIP, "coordinate") if clipped else None, **LR_STEPS)
     key = None if quick else _key("noise-free", alg)
     runs_ = [run_lr(setup, alg, seed, key) for seed in setup.seeds]
     mean = np.stack([c.suboptimality for c in runs_]).mean(0)
@@ -199,18 +200,23 @@ def _references(report, ax, s: LRSetup, finals: dict[str, float], quick: bool,
                 curve: bool = True) -> None:
     """Draw the start and the noise-free run on ``ax`` and say where the private runs ended
     relative to both."""
-    ref, ref_curve = noise_free_lr(s, quick)
-    if curve:
-        ax.semilogy(ref_curve.iteration / s.q, ref_curve.suboptimality, "k--", lw=1,
-                    label="noise-free (sigma = 0, 100%)")
-    else:
-        ax.axhline(ref, color="k", ls="--", lw=1, label="noise-free (sigma = 0, 100%)")
+    ends = {}
+    for clipped, style in ((True, "k--"), (False, "k-.")):
+        ref, ref_curve = noise_free_lr(s, quick, clipped)
+        label = f"noise-free, {'clipped' if clipped else 'unclipped'} (sigma = 0, 100%)"
+        ends[clipped] = (ref, float(ref_curve.suboptimality.min()))
+        if curve:
+            ax.semilogy(ref_curve.iteration / s.q, ref_curve.suboptimality, style, lw=1,
+                        label=label)
+        else:
+            ax.axhline(ref, color="k", ls=style[1:], lw=1, label=label)
     ax.axhline(s.start_gap, color="0.5", ls=":", lw=1, label="x_0 = 0")
     above = [lb for lb, v in finals.items() if v > s.start_gap]
     report.note(f"{s.name}: x_0 = 0 starts at suboptimality {s.start_gap:.4g}; the same steps "
-                f"without noise end at {ref:.4g}; {len(above)} of {len(finals)} private "
-                "configurations end above the starting point"
-                + (f" ({', '.join(above)})" if above else ""))
+                f"without noise end at {ends[True][0]:.4g} with the private runs' clipping "
+                f"(lowest on the way {ends[True][1]:.4g}) and at {ends[False][0]:.4g} unclipped; "
+                f"{len(above)} of {len(finals)} private configurations end above the starting "
+                "point" + (f" ({', '.join(above)})" if above else ""))
 
 
 def _privacy_row(label: str, mech: huo.Mechanism, sigma: float, how: str,
@@ -247,7 +253,8 @@ def _common_lr_report(report, setups: list[LRSetup], source_note: str, quick: bo
     report.setting("metric", "suboptimality f(xbar_t) - f(x*), x* by L-BFGS on the global "
                    "objective (gtol 1e-10); reference lines: the start x_0 = 0 ("
                    + ", ".join(f"{s.name}: {s.start_gap:.4g}" for s in setups) + ") and the same "
-                   "steps without noise (sigma = 0, p = 1, k = d)")
+                   "steps without noise (sigma = 0, p = 1, k = d), clipped as the private runs "
+                   "and unclipped")
     report.note(source_note)
     report.choice(f"G = {G_CLIP:g} with per-coordinate clipping of every per-sample gradient at "
                   "G/sqrt(d) (Assumption 2; the paper gives neither G nor the clipping)")
