@@ -197,40 +197,40 @@ X0_2 = np.zeros((N, 2))
 ADJ_000 = ("function sets differing in agent 0's objective (Definition 1 of paper 000): "
            "f_0(x) = +u^T x vs -u^T x, ||u|| = M = 1; the other agents' f_i fixed")
 
-register_target(AuditTarget(
-    name="diadsp",
-    requires="diadsp",
-    algorithm=lambda: _alg("diadsp", 0.5, _lap(10.0, 0.8), _lap(10.0, 0.8)),
-    problems=lambda: linear_pair(N, 1, AGENT, M=1.0),
-    graph=_graph, iterations=2, x0=X0_1, constants={"gradient_bound": 1.0},
-    features=lambda: tracking_features(_W(), 0.5),
-    adjacency=ADJ_000,
+ADJ_000_PROP = (ADJ_000 + "; gradient difference constant = delta = 2 (Assumption 6); declared "
+                "L_f = 0.01")
+
+
+def _diadsp_target(name: str, eta: float, s_x: float, s_y: float, q: float,
+                   constants: dict, proposition: bool = False, **kw) -> AuditTarget:
+    """A DiaDSP entry on paper 000's linear pair: Laplace noises s_x q^k, s_y q^k on x and y,
+    two iterations, the adversary decoding the tracking messages. ``proposition``: an
+    infinite-horizon claim (Proposition 1) with Assumption 6's constant gradient difference."""
+    return AuditTarget(
+        name=name, requires="diadsp",
+        algorithm=lambda: _alg("diadsp", eta, _lap(s_x, q), _lap(s_y, q)),
+        problems=lambda: linear_pair(N, 1, AGENT, M=1.0,
+                                     **({"smoothness": 0.01} if proposition else {})),
+        graph=_graph, iterations=2, x0=X0_1, constants=constants,
+        claim_iterations=None if proposition else "run",
+        features=lambda: tracking_features(_W(), eta),
+        adjacency=ADJ_000_PROP if proposition else ADJ_000, **kw)
+
+
+register_target(_diadsp_target(
+    "diadsp", 0.5, 10.0, 10.0, 0.8, {"gradient_bound": 1.0},
     note="Theorem 3 (finite K, printed sqrt(eta) form). For these inputs the true epsilon is "
          "2M/s_y + 2 eta M/(q s_x) (only y^a_0 and x^a_1 depend on f_0); the theorem's 4M per term "
          "and its K+1 = 3 terms leave a factor ~8 of slack."))
 
-register_target(AuditTarget(
-    name="diadsp-prop1",
-    requires="diadsp",
-    algorithm=lambda: _alg("diadsp", 0.1, _lap(1e4, 0.5), _lap(2.0, 0.5)),
-    problems=lambda: linear_pair(N, 1, AGENT, M=1.0, smoothness=0.01),
-    graph=_graph, iterations=2, x0=X0_1, constants={"adjacency": 2.0}, claim_iterations=None,
-    features=lambda: tracking_features(_W(), 0.1),
-    adjacency=ADJ_000 + "; gradient difference constant = delta = 2 (Assumption 6); declared "
-              "L_f = 0.01",
+register_target(_diadsp_target(
+    "diadsp-prop1", 0.1, 1e4, 2.0, 0.5, {"adjacency": 2.0}, proposition=True,
     note="Proposition 1 (any horizon). With s_x huge the y^a_0 leak delta/s_y dominates and the "
          "claim is tight (claim 1.006 vs true 1.000): the halved-noise mutation must be caught."))
 
-register_target(AuditTarget(
-    name="diadsp-prop1-xleak",
-    requires="diadsp",
-    algorithm=lambda: _alg("diadsp", 0.5, _lap(2.0, 0.2), _lap(50.0, 0.2)),
-    problems=lambda: linear_pair(N, 1, AGENT, M=1.0, smoothness=0.01),
-    graph=_graph, iterations=2, x0=X0_1, constants={"adjacency": 2.0, "variant": "printed"},
-    claim_iterations=None,
-    features=lambda: tracking_features(_W(), 0.5),
-    adjacency=ADJ_000 + "; gradient difference constant = delta = 2 (Assumption 6); declared "
-              "L_f = 0.01",
+register_target(_diadsp_target(
+    "diadsp-prop1-xleak", 0.5, 2.0, 50.0, 0.2, {"adjacency": 2.0, "variant": "printed"},
+    proposition=True,
     expected_violation=(
         "Proposition 1 of paper 000 (eq. (24)) charges the x-noise eta*delta/s_x, but x^a_1 = "
         "W x^a_0 - eta y_0 + xi_x,1 carries the shift eta*delta under noise of scale s_x*q, "
@@ -238,28 +238,16 @@ register_target(AuditTarget(
         "0.635 (tau q^2 delta/(q^2 - eta L - q eta L) with tau = eta/s_x + 1/s_y)."),
     note="Finding: Proposition 1 under-counts the x-noise term by a factor 1/q."))
 
-register_target(AuditTarget(
-    name="diadsp-prop1-derived",
-    requires="diadsp",
-    algorithm=lambda: _alg("diadsp", 0.5, _lap(2.0, 0.2), _lap(50.0, 0.2)),
-    problems=lambda: linear_pair(N, 1, AGENT, M=1.0, smoothness=0.01),
-    graph=_graph, iterations=2, x0=X0_1, constants={"adjacency": 2.0, "variant": "derived"},
-    claim_iterations=None,
-    features=lambda: tracking_features(_W(), 0.5),
-    adjacency=ADJ_000 + "; gradient difference constant = delta = 2 (Assumption 6); declared "
-              "L_f = 0.01",
+register_target(_diadsp_target(
+    "diadsp-prop1-derived", 0.5, 2.0, 50.0, 0.2, {"adjacency": 2.0, "variant": "derived"},
+    proposition=True,
     note="Proposition 1 with variant='derived' (tau = eta/(s_x q) + 1/s_y; also the default "
          "'sound') on the inputs where the printed form fails: claims 2.99 against the true "
          "2.54."))
 
-register_target(AuditTarget(
-    name="diadsp-printed-large-eta",
-    requires="diadsp",
-    algorithm=lambda: _alg("diadsp", 100.0, _lap(200.0, 0.9), _lap(1e4, 0.9)),
-    problems=lambda: linear_pair(N, 1, AGENT, M=1.0),
-    graph=_graph, iterations=2, x0=X0_1, constants={"gradient_bound": 1.0, "variant": "printed"},
-    features=lambda: tracking_features(_W(), 100.0),
-    adjacency=ADJ_000,
+register_target(_diadsp_target(
+    "diadsp-printed-large-eta", 100.0, 200.0, 1e4, 0.9,
+    {"gradient_bound": 1.0, "variant": "printed"},
     expected_violation=(
         "Theorem 3 as printed uses sqrt(eta) where Appendix D's own step gives eta "
         "(||Delta xi_x,1||_1 = eta ||Delta y_0||_1): for eta = 100 the x^a_1 leak "
@@ -267,14 +255,8 @@ register_target(AuditTarget(
         "variant='derived' (eta) claims 6.69 and holds."),
     note="Finding: the printed sqrt(eta) form of Theorem 3 is not a bound for large eta."))
 
-register_target(AuditTarget(
-    name="diadsp-large-eta",
-    requires="diadsp",
-    algorithm=lambda: _alg("diadsp", 100.0, _lap(200.0, 0.9), _lap(1e4, 0.9)),
-    problems=lambda: linear_pair(N, 1, AGENT, M=1.0),
-    graph=_graph, iterations=2, x0=X0_1, constants={"gradient_bound": 1.0},
-    features=lambda: tracking_features(_W(), 100.0),
-    adjacency=ADJ_000,
+register_target(_diadsp_target(
+    "diadsp-large-eta", 100.0, 200.0, 1e4, 0.9, {"gradient_bound": 1.0},
     note="Theorem 3 with the default variant 'sound' (max(sqrt(eta), eta) = eta here) on the "
          "inputs where the printed form fails: claims 6.69 against the true leak 1.11 + "
          "the y term."))
