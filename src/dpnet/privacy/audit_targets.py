@@ -482,15 +482,20 @@ register_target(AuditTarget(
          "delta through log((TPR - delta)/FPR); for a Gaussian at small delta the extreme tail "
          "that attains the claim is too rare to sample, so the ratio stays well below 1."))
 
-register_target(AuditTarget(
-    name="doadp-top1",
-    requires="doadp",
-    algorithm=lambda: _alg("doadp", alpha=0.5, gamma=0.3, beta=0.2, sigma=4.0, p=1.0, k=1),
-    problems=lambda: linear_pair(N, 2, AGENT, M=1.0),
-    graph=_graph, iterations=5, x0=X0_2,
-    constants={"accountant": "pld", "delta": 1e-3, "gradient_bound": 1.0, "sensitivity": "topk"},
-    statistic="fisher",
-    adjacency=ADJ_001 + " (d = 2, u = (1, 1)/sqrt 2)",
+def _doadp_top1_target(name: str, sensitivity: dict, **kw) -> AuditTarget:
+    """DO-ADP with k = 1 of d = 2 coordinates, sigma = 4, five steps, raw messages read by a
+    Fisher discriminant: the inputs on which eq. (6)'s Top-k sensitivity fails."""
+    return AuditTarget(
+        name=name, requires="doadp",
+        algorithm=lambda: _alg("doadp", alpha=0.5, gamma=0.3, beta=0.2, sigma=4.0, p=1.0, k=1),
+        problems=lambda: linear_pair(N, 2, AGENT, M=1.0),
+        graph=_graph, iterations=5, x0=X0_2,
+        constants={"accountant": "pld", "delta": 1e-3, "gradient_bound": 1.0, **sensitivity},
+        statistic="fisher", adjacency=ADJ_001 + " (d = 2, u = (1, 1)/sqrt 2)", **kw)
+
+
+register_target(_doadp_top1_target(
+    "doadp-top1", {"sensitivity": "topk"},
     expected_violation=(
         "eq. (6) of paper 001 counts only the k sent coordinates (sensitivity 2G sqrt(k/d)), "
         "but every coordinate of the noisy gradient enters x through the momentum and is sent "
@@ -500,15 +505,8 @@ register_target(AuditTarget(
     note="Finding: DO-ADP's Top-k sensitivity (eq. (6)) under-counts; raw messages, Fisher "
          "discriminant."))
 
-register_target(AuditTarget(
-    name="doadp-top1-full",
-    requires="doadp",
-    algorithm=lambda: _alg("doadp", alpha=0.5, gamma=0.3, beta=0.2, sigma=4.0, p=1.0, k=1),
-    problems=lambda: linear_pair(N, 2, AGENT, M=1.0),
-    graph=_graph, iterations=5, x0=X0_2,
-    constants={"accountant": "pld", "delta": 1e-3, "gradient_bound": 1.0},
-    statistic="fisher",
-    adjacency=ADJ_001 + " (d = 2, u = (1, 1)/sqrt 2)",
+register_target(_doadp_top1_target(
+    "doadp-top1-full", {},
     note="DO-ADP's default sensitivity 'full' (2G, all d coordinates) on the inputs where eq. "
          "(6)'s Top-k sensitivity fails: claims 3.61 at delta = 1e-3."))
 
