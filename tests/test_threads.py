@@ -8,9 +8,10 @@ from dpnet.threads import torch_threads
 
 def test_thread_count_is_set_then_restored_even_on_error():
     before = torch.get_num_threads()
-    with torch_threads(1):
-        assert torch.get_num_threads() == 1
+    other = 2 if before == 1 else 1   # a count that differs from the caller's
+    with torch_threads(other):
+        assert torch.get_num_threads() == other
     assert torch.get_num_threads() == before
-    with pytest.raises(RuntimeError), torch_threads(1):
+    with pytest.raises(RuntimeError), torch_threads(other):
         raise RuntimeError("inside")
     assert torch.get_num_threads() == before

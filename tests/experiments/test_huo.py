@@ -132,4 +132,4 @@ def test_full_sensitivity_column_charges_all_coordinates():
     assert full == pytest.approx(huo_privacy.dp_accounting_epsilon(run["sigma"], spec.delta, dense, "pld"),
                                  rel=1e-9)
     assert full > 1.5    # sensitivity grows by sqrt(d/k) = 1.83
-    assert huo._full_sensitivity_eps(spec, Problem, run, quick=True) != full  # nan in quick runs
+    assert math.isnan(huo._full_sensitivity_eps(spec, Problem, run, quick=True))  # not computed

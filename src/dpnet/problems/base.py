@@ -75,6 +75,8 @@ class Problem(ABC):
         if agents is None:
             return np.arange(self.held.size)
         a = np.asarray(agents, dtype=np.int64)
+        if a.size == self.held.size and np.array_equal(a, self.held):
+            return np.arange(a.size)  # every step of a rank asks for exactly its held agents
         pos = np.full(self.n_agents, -1, dtype=np.int64)
         pos[self.held] = np.arange(self.held.size)
         s = pos[a]
