@@ -9,6 +9,10 @@ Each compressor ``C`` knows
 
 Randomised compressors draw from the run's streams under the purpose they are given, one draw per
 (agent, iteration), so compression randomness is reproducible like the privacy noise.
+
+Devices: ``compress`` returns a tensor on X's device. The streams draw on the host; their draws
+(RandK's sort keys, the quantizer's dither) are moved to X's device, bit for bit, so a run on a
+GPU compresses exactly as one on the CPU.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ class Compressor(ABC):
     @abstractmethod
     def compress(self, X: torch.Tensor, rng: Streams | None = None, purpose: str = "",
                  k: int = 0, agents: np.ndarray | None = None) -> torch.Tensor:
-        """Compressed rows of X (the value the receivers decode), same shape as X."""
+        """Compressed rows of X (the value the receivers decode), same shape and device as X."""
 
     @abstractmethod
     def bits(self, d: int, float_bits: int = 64) -> int:
@@ -129,7 +133,7 @@ class RandK(Compressor):
         require(rng is not None, "rng", rng, "RandK needs the run's random streams")
         agents = np.arange(n) if agents is None else np.asarray(agents)
         keys = rng.permutation_keys(purpose + "/randk", k, agents, d)
-        idx = torch.from_numpy(np.argsort(keys, axis=1)[:, : self.k].astype(np.int64))
+        idx = torch.from_numpy(np.argsort(keys, axis=1)[:, : self.k].astype(np.int64)).to(X.device)
         out = torch.zeros_like(X).scatter_(1, idx, X.gather(1, idx))
         return out * (d / self.k) if self.scaled else out
 
@@ -170,11 +174,11 @@ class BiasedQuantizer(Compressor):
     def compress(self, X, rng=None, purpose="", k=0, agents=None):
         n, d = X.shape
         if self.dither is not None:
-            u = torch.as_tensor(self.dither, dtype=X.dtype).expand(n, d)
+            u = torch.as_tensor(self.dither, dtype=X.dtype, device=X.device).expand(n, d)
         else:
             require(rng is not None, "rng", rng, "the quantizer's dither needs the run's streams")
             agents = np.arange(n) if agents is None else np.asarray(agents)
-            u = torch.from_numpy(rng.uniform(purpose + "/dither", k, agents, d)).to(X.dtype)
+            u = torch.from_numpy(rng.uniform(purpose + "/dither", k, agents, d)).to(X.device, X.dtype)
         s = 2.0 ** (self.b - 1)
         norm = torch.linalg.vector_norm(X, dim=1, keepdim=True)
         safe = torch.where(norm > 0, norm, torch.ones_like(norm))

@@ -82,9 +82,9 @@ def mnist_transform(x: torch.Tensor) -> torch.Tensor:
 
 def cifar_transform(x: torch.Tensor) -> torch.Tensor:
     """uint8 HWC ``(..., 32, 32, 3)`` -> float32 CHW ``(..., 3, 32, 32)``, normalised per
-    channel."""
-    mean = torch.tensor(CIFAR_MEAN, dtype=torch.float32)
-    std = torch.tensor(CIFAR_STD, dtype=torch.float32)
+    channel (on x's device: a problem's images may live on a GPU)."""
+    mean = torch.tensor(CIFAR_MEAN, dtype=torch.float32, device=x.device)
+    std = torch.tensor(CIFAR_STD, dtype=torch.float32, device=x.device)
     return ((x.to(torch.float32) / 255.0 - mean) / std).movedim(-1, -3)
 
 

@@ -1,14 +1,15 @@
 """Local objectives of all agents with stacked gradients."""
 
 from ..errors import UnknownNameError, require
-from .base import Problem, ProblemConstants, minimize_global
+from .base import Movable, Problem, ProblemConstants, canonical_device, minimize_global
 from .logistic import LogisticRegression
 from .neural import NeuralProblem
 from .stochastic import Clip
 from .synthetic import NonconvexLogistic, Quadratic, SinCos
 
 __all__ = ["Problem", "ProblemConstants", "NonconvexLogistic", "SinCos", "Quadratic",
-           "LogisticRegression", "minimize_global", "from_spec", "NeuralProblem", "Clip"]
+           "LogisticRegression", "minimize_global", "from_spec", "NeuralProblem", "Clip",
+           "Movable", "canonical_device"]
 
 _RANDOM = {"nonconvex_logistic": NonconvexLogistic, "sincos": SinCos, "quadratic": Quadratic}
 

@@ -5,6 +5,11 @@ A problem holds the local objectives ``f_1..f_n`` of all agents. Its central met
 few tensor operations. The global objective follows ``convention``: ``"average"``
 ``f = (1/n) sum_i f_i`` (papers 000-003) or ``"sum"`` ``f = sum_i f_i`` (paper 004).
 
+Every problem lives on one torch device (:attr:`Problem.device`, the CPU unless moved by
+:meth:`Problem.to`): its data tensors are there, and its methods take and return tensors there.
+Agent indices stay NumPy arrays on the host; they become index tensors on the device only where
+data is indexed.
+
 Agents are always named by their global index ``0..n-1``. A problem may hold the data of only some
 agents (``held``, set by :meth:`Problem.restrict` or a constructor's ``agents=``): that is what one
 rank of a distributed run keeps. Its gradients and local losses answer for the held agents only;
@@ -13,8 +18,9 @@ the global objective is then a sum over ranks (:class:`dpnet.runner.Metrics` all
 
 from __future__ import annotations
 
-import copy
+import copy as _copy
 from abc import ABC, abstractmethod
+from typing import Any, Self
 
 import numpy as np
 import torch
@@ -23,7 +29,37 @@ from ..errors import ParameterError, require
 from ..rng import Streams
 
 
-class Problem(ABC):
+class Movable:
+    """An object whose tensors live on one device (:attr:`device`) and that :meth:`to` copies to
+    another: problems and the sample models of online problems."""
+
+    #: where the data tensors live and where every method computes (see :meth:`to`)
+    device: torch.device = torch.device("cpu")
+
+    def to(self, device: torch.device | str, copy: bool = False) -> Self:
+        """A copy whose data lives on ``device`` (``self`` when already there, unless ``copy``):
+        a shallow copy with every tensor attribute moved (and modules, nested problems,
+        containers of them, see :func:`moved`), so the original stays usable where it was. The
+        runner calls this once before a run; the copy's methods take and return tensors on
+        ``device``. ``copy=True`` (as in ``Tensor.to``) makes the copy even on the same device:
+        the CPU exercises the whole moving path that way."""
+        dev = canonical_device(device)
+        if dev == self.device and not copy:
+            return self
+        out = _copy.copy(self)
+        out._move(dev, copy)
+        out.device = dev
+        return out
+
+    def _move(self, device: torch.device, copy: bool = False) -> None:
+        """Move this (freshly copied) object's attributes to ``device`` (``copy``: nested movable
+        objects are copied too). Subclasses extend it for state that is not a plain attribute
+        (closures bound to the old object, caches)."""
+        for name, value in list(vars(self).items()):
+            setattr(self, name, moved(value, device, copy))
+
+
+class Problem(Movable, ABC):
     """Local objectives of n agents over R^d."""
 
     n_agents: int
@@ -93,7 +129,14 @@ class Problem(ABC):
         s = self._slot(agents)
         if len(s) == T.shape[0] and np.array_equal(s, np.arange(T.shape[0])):
             return T
-        return T[torch.from_numpy(s)]
+        return T[self._index(s)]
+
+    def _index(self, a) -> torch.Tensor:
+        """Host indices (NumPy or a tensor) as an int64 index tensor on this problem's device:
+        agent and sample indices are drawn on the host, the data they index lives here."""
+        if isinstance(a, torch.Tensor):
+            return a.to(device=self.device, dtype=torch.int64)
+        return torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)).to(self.device)
 
     # -- holding a subset of the agents -------------------------------------------------------------
     def restrict(self, agents) -> Problem:
@@ -105,7 +148,7 @@ class Problem(ABC):
         if self.held is not None:
             self._slot(a)  # every requested agent must be held already
         constants = self._global_constants()
-        out = copy.copy(self)
+        out = _copy.copy(self)
         out._keep(self._slot(a))
         out.held = a
         out._frozen = constants
@@ -140,18 +183,25 @@ class Problem(ABC):
         return 1.0 / self.n_agents if self.convention == "average" else 1.0
 
     def loss(self, x: torch.Tensor) -> float:
-        """Global objective at one point x (shape (d,))."""
+        """Global objective at one point x (shape (d,), any device or a NumPy array)."""
         self._require_all("the global objective")
-        X = torch.as_tensor(x, dtype=torch.float64).reshape(1, -1).expand(self.n_agents, -1)
+        X = self._point(x).expand(self.n_agents, -1)
         return float(self.local_loss(X).sum()) * self._scale()
 
     def global_grad(self, x: torch.Tensor) -> torch.Tensor:
+        """Gradient of the global objective at one point x, on this problem's device."""
         self._require_all("the global gradient")
-        X = torch.as_tensor(x, dtype=torch.float64).reshape(1, -1).expand(self.n_agents, -1)
+        X = self._point(x).expand(self.n_agents, -1)
         return self.grad(X).sum(dim=0) * self._scale()
 
+    def _point(self, x, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+        """One point as a ``(1, d)`` row on this problem's device."""
+        return torch.as_tensor(x, dtype=dtype, device=self.device).reshape(1, -1)
+
     def check_x(self, X: torch.Tensor, name: str = "x0") -> torch.Tensor:
-        X = torch.as_tensor(X, dtype=torch.float64)
+        """``X`` (``(d,)`` for all agents or ``(n, d)``) as a fresh float64 ``(n, d)`` tensor on
+        this problem's device."""
+        X = torch.as_tensor(X, dtype=torch.float64, device=self.device)
         if X.ndim == 1:
             require(X.shape[0] == self.dim, name, tuple(X.shape),
                     f"shape (d,) = ({self.dim},) or (n, d) = ({self.n_agents}, {self.dim})")
@@ -165,7 +215,7 @@ class Problem(ABC):
     def default_x0(self, seed: int = 0) -> torch.Tensor:
         """The papers' usual start: ``x_i(0) ~ U[0, 1]^d`` independently per agent."""
         u = Streams(seed).uniform("x0", 0, np.arange(self.n_agents), self.dim)
-        return torch.from_numpy(u)
+        return torch.from_numpy(u).to(self.device)
 
     def describe(self) -> dict:
         out = {"name": self.name, "n_agents": self.n_agents, "dim": self.dim,
@@ -173,6 +223,34 @@ class Problem(ABC):
         if self.held is not None:
             out["held_agents"] = ranges_text(self.held)
         return out
+
+
+def canonical_device(device: torch.device | str) -> torch.device:
+    """``device`` as the ``torch.device`` its tensors report (``"cuda"`` becomes ``cuda:0``), so
+    ``problem.device == tensor.device`` holds; a device this machine lacks is a ParameterError."""
+    try:
+        return torch.empty(0, device=device).device
+    except (RuntimeError, AssertionError, TypeError) as e:
+        raise ParameterError("device", device, "a torch device available here "
+                             f"(cpu, or cuda when torch.cuda.is_available()): {e}") from None
+
+
+def moved(value: Any, device: torch.device, copy: bool = False) -> Any:
+    """``value`` with its tensors on ``device``: a tensor is moved (shared when already there),
+    an ``nn.Module`` copied and moved (the original keeps its device), a :class:`Movable`
+    (problem, sample model) by its own ``to(device, copy)``, a plain tuple, list or dict
+    element-wise; anything else is returned as is (shared with the original)."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, torch.nn.Module):
+        return _copy.deepcopy(value).to(device)
+    if isinstance(value, Movable):
+        return value.to(device, copy)
+    if type(value) in (tuple, list):
+        return type(value)(moved(v, device, copy) for v in value)
+    if type(value) is dict:
+        return {k: moved(v, device, copy) for k, v in value.items()}
+    return value
 
 
 def logistic_curvature(V: torch.Tensor) -> float:
@@ -209,15 +287,16 @@ def minimize_global(problem: Problem, x0: torch.Tensor | None = None, tol: float
     from scipy.optimize import minimize
 
     d = problem.dim
+    device = getattr(problem, "device", torch.device("cpu"))   # L-BFGS iterates on the host
 
     def fun(z):
-        x = torch.from_numpy(z)
-        return problem.loss(x), problem.global_grad(x).numpy()
+        x = torch.from_numpy(z).to(device)
+        return problem.loss(x), problem.global_grad(x).cpu().numpy()
 
-    start = np.zeros(d) if x0 is None else np.asarray(x0, dtype=np.float64)
+    start = np.zeros(d) if x0 is None else np.asarray(torch.as_tensor(x0).cpu(), dtype=np.float64)
     res = minimize(fun, start, jac=True, method="L-BFGS-B",
                    options={"maxiter": max_iter, "gtol": tol, "ftol": 1e-15, "maxcor": 30})
-    return torch.from_numpy(res.x)
+    return torch.from_numpy(res.x).to(device)
 
 
 class ProblemConstants:

@@ -92,7 +92,7 @@ class LogisticRegression(Problem):
         return self._rows(self.BA, agents)
 
     def _keep(self, slots):
-        s = torch.from_numpy(slots)
+        s = self._index(slots)
         self.A, self.b, self.BA = self.A[s], self.b[s], self.BA[s]
 
     def _grad_on(self, BA: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
@@ -110,7 +110,7 @@ class LogisticRegression(Problem):
         require(B <= self.m, "batch_size", B, f"batch_size <= local samples m = {self.m}")
         idx = self.sample_indices(rng, k, a, B, purpose)
         # index the B rows directly: self.BA[a] would copy every local sample of every agent
-        BA = self.BA[torch.as_tensor(self._slot(a))[:, None], idx]
+        BA = self.BA[self._index(self._slot(a))[:, None], idx]
         clip = as_clip(clip)
         if clip is None:
             return self._grad_on(BA, X)
@@ -124,8 +124,9 @@ class LogisticRegression(Problem):
 
     def sample_indices(self, rng: Streams, k: int, agents: np.ndarray, batch_size: int,
                        purpose: str = "sample") -> torch.Tensor:
-        """``(len(agents), batch_size)`` distinct local sample indices per agent."""
-        return sample_indices(rng, k, agents, self.m, batch_size, purpose)
+        """``(len(agents), batch_size)`` distinct local sample indices per agent, on this
+        problem's device (drawn on the host by the run's streams)."""
+        return sample_indices(rng, k, agents, self.m, batch_size, purpose, device=self.device)
 
     def local_loss(self, X, agents=None):
         BA = self._data(agents)

@@ -9,7 +9,9 @@ of all agents is one float32 tensor, like any other problem's ``(n, d)``.
 Gradients of all agents come from one ``torch.func`` call: ``vmap(grad(loss))`` over the agents'
 parameter rows and minibatches, with ``functional_call`` evaluating the shared module at each
 row. Per-sample gradients (for clipping, :class:`~dpnet.problems.stochastic.Clip`) nest a second
-``vmap`` over the samples of each agent's minibatch. The module runs in eval mode (no dropout);
+``vmap`` over the samples of each agent's minibatch. On a device (:meth:`Problem.to`) the module
+is copied there with the data, so these calls run there; minibatch indices are drawn on the host
+and moved. The module runs in eval mode (no dropout);
 BatchNorm layers are switched to batch statistics
 (``torch.func.replace_all_batch_norm_modules_``) and refused when per-sample gradients are
 requested (a batch of one has no statistics).
@@ -29,7 +31,7 @@ from torch.func import functional_call, grad, vmap
 
 from ..errors import ParameterError, positive_int, require
 from ..rng import Streams
-from .base import Problem
+from .base import Problem, moved
 from .stochastic import Clip, as_clip, sample_indices
 
 Transform = Callable[[torch.Tensor], torch.Tensor]
@@ -53,6 +55,7 @@ class FlatModule:
         self.dim = int(sum(self.sizes))
         self.buffers = dict(module.named_buffers())
         self.x0 = torch.cat([p.detach().reshape(-1) for p in params.values()]).to(dtype)
+        self.device = self.x0.device
 
     def unflatten(self, row: torch.Tensor) -> dict[str, torch.Tensor]:
         """Parameter dict of one state row (views into it)."""
@@ -109,11 +112,28 @@ class NeuralProblem(Problem):
                          torch.as_tensor(np.asarray(ty), dtype=torch.int64))
         self._flat = FlatModule(self.model, self.dtype)
         self.dim, self.x0 = self._flat.dim, self._flat.x0
+        if self._flat.device != self.device:   # a module built on a device brings the data there
+            self.device = self._flat.device
+            self.features, self.labels, self.parts, self.test = moved(
+                (self.features, self.labels, self.parts, self.test), self.device)
+        self._bind()
+
+    def _bind(self) -> None:
+        """The vmap'd gradient and logit functions. They close over this object's module, so a
+        moved copy (:meth:`to`) binds its own."""
         self._batch_grad = vmap(grad(self._loss_batch), in_dims=(0, 0, 0))
         self._sample_grad = vmap(vmap(grad(self._loss_one), in_dims=(None, 0, 0)),
                                  in_dims=(0, 0, 0))
         self._agent_logits = vmap(self._logits, in_dims=(0, 0))
         self._shared_logits = vmap(self._logits, in_dims=(0, None))
+
+    def _move(self, device: torch.device, copy: bool = False) -> None:
+        """Data, test set and initial row move; the module is copied to ``device`` and the
+        functions that evaluate it are rebuilt around the copy (functional_call then runs there:
+        the state rows and the module's buffers are both on ``device``)."""
+        super()._move(device, copy)
+        self._flat = FlatModule(self.model, self.dtype)
+        self._bind()
 
     # -- parameters <-> rows ----------------------------------------------------------------
     def unflatten(self, row: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -139,12 +159,12 @@ class NeuralProblem(Problem):
     # -- data -------------------------------------------------------------------------------
     def batch(self, idx: torch.Tensor, agents: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         """Inputs and labels of local samples ``idx`` (``(len(agents), B)`` local indices)."""
-        rows = self.parts[torch.as_tensor(self._slot(agents))].gather(1, idx)
+        rows = self.parts[self._index(self._slot(agents))].gather(1, self._index(idx))
         return self.transform(self.features[rows]), self.labels[rows]
 
     # -- Problem protocol -------------------------------------------------------------------
     def check_x(self, X, name: str = "x0") -> torch.Tensor:
-        X = torch.as_tensor(X, dtype=self.dtype)
+        X = torch.as_tensor(X, dtype=self.dtype, device=self.device)
         if X.ndim == 1:
             require(X.shape[0] == self.dim, name, tuple(X.shape), f"shape (P,) = ({self.dim},)")
             return X.reshape(1, -1).repeat(self.n_agents, 1)
@@ -164,7 +184,7 @@ class NeuralProblem(Problem):
         agent from its own stream; with ``clip`` every per-sample gradient is clipped first."""
         a = self._agents(agents)
         B = positive_int("batch_size", batch_size)
-        idx = sample_indices(rng, k, a, self.m, B, purpose)
+        idx = sample_indices(rng, k, a, self.m, B, purpose, device=self.device)
         xb, yb = self.batch(idx, a)
         X = X.to(self.dtype)
         clip = as_clip(clip)
@@ -184,9 +204,9 @@ class NeuralProblem(Problem):
         """Full local gradients (all m local samples, in chunks of ``chunk``)."""
         a = self._agents(agents)
         X = X.to(self.dtype)
-        out = torch.zeros(len(a), self.dim, dtype=self.dtype)
+        out = torch.zeros(len(a), self.dim, dtype=self.dtype, device=self.device)
         for start in range(0, self.m, self.chunk):
-            idx = torch.arange(start, min(self.m, start + self.chunk)).expand(len(a), -1)
+            idx = self._local_range(start, len(a))
             xb, yb = self.batch(idx, a)
             out += self._batch_grad(X, xb, yb) * (idx.shape[1] / self.m)
         return out
@@ -194,10 +214,10 @@ class NeuralProblem(Problem):
     def local_loss(self, X, agents=None) -> torch.Tensor:
         a = self._agents(agents)
         X = X.to(self.dtype)
-        total = torch.zeros(len(a), dtype=torch.float64)
+        total = torch.zeros(len(a), dtype=torch.float64, device=self.device)
         with torch.no_grad():
             for start in range(0, self.m, self.chunk):
-                idx = torch.arange(start, min(self.m, start + self.chunk)).expand(len(a), -1)
+                idx = self._local_range(start, len(a))
                 xb, yb = self.batch(idx, a)
                 logits = self._agent_logits(X, xb)
                 ce = nn.functional.cross_entropy(logits.flatten(0, 1), yb.flatten(),
@@ -205,17 +225,23 @@ class NeuralProblem(Problem):
                 total += ce.sum(1).double()
         return total / self.m
 
+    def _local_range(self, start: int, n: int) -> torch.Tensor:
+        """``(n, c)`` local sample indices ``start .. start + chunk - 1`` (clipped at m) of every
+        agent: one chunk of a full pass."""
+        idx = torch.arange(start, min(self.m, start + self.chunk), device=self.device)
+        return idx.expand(n, -1)
+
     def loss(self, x) -> float:
         """``f(x) = (1/n) sum_i f_i(x)``: the mean loss over every agent's samples (over the fixed
         subset of ``metric_samples`` of them when set)."""
-        W = torch.as_tensor(x, dtype=self.dtype).reshape(1, -1)
+        W = self._point(x, self.dtype)
         return float(self.evaluate_model(W, "train", self.metric_samples)["loss"][0])
 
     def global_grad(self, x) -> torch.Tensor:
         """``grad f(x)`` (estimated on the ``metric_samples`` subset when set)."""
-        row = torch.as_tensor(x, dtype=self.dtype).reshape(1, -1)
+        row = self._point(x, self.dtype)
         fx, fy = self._split("train", self.metric_samples)
-        out = torch.zeros(self.dim, dtype=self.dtype)
+        out = torch.zeros(self.dim, dtype=self.dtype, device=self.device)
         for s in range(0, fy.shape[0], self.chunk):
             xb, yb = self.transform(fx[s:s + self.chunk])[None], fy[s:s + self.chunk][None]
             out += self._batch_grad(row, xb, yb)[0] * (yb.shape[1] / fy.shape[0])
@@ -233,18 +259,20 @@ class NeuralProblem(Problem):
             fx, fy = self.features[rows], self.labels[rows]
         if max_samples is not None and max_samples < fy.shape[0]:
             # a fixed, evenly spaced subset: the same for every call (comparable curves)
-            sel = torch.linspace(0, fy.shape[0] - 1, max_samples).round().long()
+            sel = torch.linspace(0, fy.shape[0] - 1, max_samples,
+                                 device=fy.device).round().long()
             fx, fy = fx[sel], fy[sel]
         return fx, fy
 
     def evaluate_model(self, W: torch.Tensor, which: str = "test",
                        max_samples: int | None = None) -> dict[str, np.ndarray]:
         """Loss and accuracy of each parameter row of ``W`` (``(r, P)``) on the whole test set
-        or training union (or a fixed evenly spaced subset of ``max_samples``)."""
-        W = torch.as_tensor(W, dtype=self.dtype)
+        or training union (or a fixed evenly spaced subset of ``max_samples``). Computed on the
+        problem's device; the arrays come back on the host."""
+        W = torch.as_tensor(W, dtype=self.dtype, device=self.device)
         fx, fy = self._split(which, max_samples)
-        loss = torch.zeros(W.shape[0], dtype=torch.float64)
-        correct = torch.zeros(W.shape[0], dtype=torch.float64)
+        loss = torch.zeros(W.shape[0], dtype=torch.float64, device=self.device)
+        correct = torch.zeros(W.shape[0], dtype=torch.float64, device=self.device)
         step = max(1, (self.chunk * 8) // max(1, W.shape[0]))
         with torch.no_grad():
             for s in range(0, fy.shape[0], step):
@@ -255,13 +283,13 @@ class NeuralProblem(Problem):
                 loss += ce.sum(1).double()
                 correct += (logits.argmax(-1) == yb).sum(1).double()
         n = fy.shape[0]
-        return {"loss": (loss / n).numpy(), "accuracy": (correct / n).numpy()}
+        return {"loss": (loss / n).cpu().numpy(), "accuracy": (correct / n).cpu().numpy()}
 
     def evaluate(self, X: torch.Tensor, which: tuple[str, ...] = ("train", "test"),
                  per_agent: bool = True, max_samples: int | None = None) -> dict[str, object]:
         """``{split}_loss``/``{split}_accuracy`` of the average model x̄ and, with ``per_agent``,
         ``{split}_loss_agents``/``{split}_accuracy_agents`` (arrays over agents)."""
-        X = torch.as_tensor(X, dtype=self.dtype)
+        X = torch.as_tensor(X, dtype=self.dtype, device=self.device)
         out: dict[str, object] = {}
         for split in which:
             if split == "test" and self.test is None:
@@ -279,7 +307,7 @@ class NeuralProblem(Problem):
 
     def _keep(self, slots):
         """Keep only the samples of the agents in ``slots`` (the parts are re-indexed)."""
-        parts = self.parts[torch.from_numpy(slots)]
+        parts = self.parts[self._index(slots)]
         rows, inverse = torch.unique(parts, return_inverse=True)
         self.features, self.labels = self.features[rows], self.labels[rows]
         self.parts = inverse.reshape(parts.shape)

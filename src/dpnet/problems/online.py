@@ -41,6 +41,10 @@ of (seed, purpose, t, agent), so every algorithm of a comparison sees the same d
 The sample models (``model``) evaluate weighted sums of per-sample gradients: row i of
 ``grad(X, idx, w)`` is ``sum_s w[i, s] grad l(X_i, row idx[i, s])``. :class:`LogisticSamples` and
 :class:`LeastSquaresSamples` are the linear ones; a neural-network model plugs in the same way.
+
+**Devices.** ``OnlineProblem.to(device)`` moves the pools and the sample model (its own ``to``);
+the streams draw pool positions on the host, which are moved to the device (one small transfer
+per acquired batch), so every device acquires the same samples.
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ import torch
 
 from ..errors import ParameterError, positive_int, require
 from ..rng import Streams
-from .base import Problem, minimize_global
+from .base import Movable, Problem, minimize_global
 
 MODES = ("exact", "window", "cached")
 
@@ -73,7 +77,7 @@ class SampleModel(Protocol):
 
 # ---- linear sample models ------------------------------------------------------------------------
 
-class LogisticSamples:
+class LogisticSamples(Movable):
     """``l(theta, (a, b)) = log(1 + exp(-b a^T theta)) + (reg/2) ||theta||^2``, b in {-1, +1}.
 
     With b in {0, 1} this is paper 002's ``(1 - b) a^T theta - log s(a^T theta)`` (the two forms
@@ -134,7 +138,7 @@ class LogisticSamples:
         return float(torch.linalg.eigvalsh(G).max()) / 4 + self.reg
 
 
-class LeastSquaresSamples:
+class LeastSquaresSamples(Movable):
     """``l(theta, (a, b)) = (1/2)(a^T theta - b)^2 + (reg/2) ||theta||^2``, with exact O(1)-in-t
     online gradients from the running sufficient statistics ``sum a a^T`` and ``sum a b``."""
 
@@ -171,7 +175,7 @@ class LeastSquaresSamples:
         return float(torch.linalg.eigvalsh(self.A.T @ self.A / self.n_data).max()) + self.reg
 
 
-class NeuralSamples:
+class NeuralSamples(Movable):
     """A ``torch.nn.Module`` ``h(w; a)`` with cross-entropy per-sample losses over a dataset of
     raw inputs ``features`` (``transform`` maps a batch with any leading shape to the module's
     float input) and class ``labels``. The parameters are flattened into one float32 row per
@@ -185,8 +189,6 @@ class NeuralSamples:
 
     def __init__(self, module: torch.nn.Module, features, labels, transform=None,
                  chunk: int = 256) -> None:
-        from torch.func import grad, vmap
-
         from .neural import FlatModule
 
         require(not any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
@@ -203,9 +205,28 @@ class NeuralSamples:
         self.dim = self._flat.dim
         self.n_data = int(self.labels.shape[0])
         self.x0 = self._flat.x0
+        if self._flat.device != self.device:   # a module built on a device brings the data there
+            self.device = self._flat.device
+            self.features, self.labels = self.features.to(self.device), self.labels.to(self.device)
+        self._bind()
+
+    def _bind(self) -> None:
+        """The vmap'd functions; they close over this object's module, so a moved copy binds
+        its own."""
+        from torch.func import grad, vmap
+
         self._wgrad = vmap(grad(self._wloss), in_dims=(0, 0, 0, 0))
         self._logits_agents = vmap(self._logits, in_dims=(0, 0))
         self._logits_shared = vmap(self._logits, in_dims=(0, None))
+
+    def _move(self, device: torch.device, copy: bool = False) -> None:
+        """Features, labels and initial row move; the module is copied to ``device`` and the
+        vmap'd functions are rebuilt around the copy."""
+        from .neural import FlatModule
+
+        super()._move(device, copy)
+        self._flat = FlatModule(self.module, self.dtype)
+        self._bind()
 
     def unflatten(self, row: torch.Tensor) -> dict[str, torch.Tensor]:
         return self._flat.unflatten(row)
@@ -234,7 +255,7 @@ class NeuralSamples:
 
     def loss(self, X, idx, w):
         X = X.to(self.dtype)
-        total = torch.zeros(X.shape[0], dtype=torch.float64)
+        total = torch.zeros(X.shape[0], dtype=torch.float64, device=X.device)
         with torch.no_grad():
             for xb, yb, wb in self._chunks(idx, w):
                 logits = self._logits_agents(X, xb)
@@ -245,21 +266,29 @@ class NeuralSamples:
 
     def evaluate(self, W: torch.Tensor, features, labels,
                  batch: int = 500) -> dict[str, np.ndarray]:
-        """Loss and accuracy of every parameter row of ``W`` (``(r, d)``) on a labelled set."""
-        W = torch.as_tensor(W).to(self.dtype)
-        fx, fy = torch.as_tensor(np.asarray(features)), torch.as_tensor(np.asarray(labels))
-        loss = torch.zeros(W.shape[0], dtype=torch.float64)
-        correct = torch.zeros(W.shape[0], dtype=torch.float64)
+        """Loss and accuracy of every parameter row of ``W`` (``(r, d)``) on a labelled set
+        (host arrays or tensors anywhere: each batch is moved to the model's device; the arrays
+        come back on the host)."""
+        W = torch.as_tensor(W).to(self.device, self.dtype)
+        fx, fy = _as_tensor(features), _as_tensor(labels)
+        loss = torch.zeros(W.shape[0], dtype=torch.float64, device=self.device)
+        correct = torch.zeros(W.shape[0], dtype=torch.float64, device=self.device)
         with torch.no_grad():
             for s in range(0, fy.shape[0], batch):
-                xb, yb = self.transform(fx[s:s + batch]), fy[s:s + batch].to(torch.int64)
+                xb = self.transform(fx[s:s + batch].to(self.device))
+                yb = fy[s:s + batch].to(self.device, torch.int64)
                 logits = self._logits_shared(W, xb)
                 ce = torch.nn.functional.cross_entropy(
                     logits.flatten(0, 1), yb.repeat(W.shape[0]), reduction="none")
                 loss += ce.reshape(W.shape[0], -1).sum(1).double()
                 correct += (logits.argmax(-1) == yb).sum(1).double()
         n = fy.shape[0]
-        return {"loss": (loss / n).numpy(), "accuracy": (correct / n).numpy()}
+        return {"loss": (loss / n).cpu().numpy(), "accuracy": (correct / n).cpu().numpy()}
+
+
+def _as_tensor(a) -> torch.Tensor:
+    """A tensor stays where it is (no round trip through the host); anything else via NumPy."""
+    return a if isinstance(a, torch.Tensor) else torch.as_tensor(np.asarray(a))
 
 
 # ---- the online problem --------------------------------------------------------------------------
@@ -336,13 +365,17 @@ class OnlineProblem(Problem):
         """``(len(agents), batch)`` pool positions of the batch acquired at iteration t."""
         u = rng.uniform(purpose, t, agents, self.batch)
         pos = np.minimum((u * self.pool_size).astype(np.int64), self.pool_size - 1)
-        return torch.from_numpy(pos)
+        return torch.from_numpy(pos).to(self.device)
 
     def sample_rows(self, rng: Streams, t: int, agents: np.ndarray,
                     purpose: str = "sample") -> torch.Tensor:
         """Dataset rows of the batch acquired at iteration t, ``(len(agents), batch)``."""
         pos = self.sample_positions(rng, t, agents, purpose)
-        return torch.gather(self.pools[torch.as_tensor(agents)], 1, pos)
+        return torch.gather(self._pools(agents), 1, pos)
+
+    def _pools(self, agents: np.ndarray) -> torch.Tensor:
+        """``(len(agents), P)`` pool rows of ``agents`` (host indices) on the device."""
+        return self.pools[self._index(agents)]
 
     def _memory(self, rng: Streams, t: int, agents: np.ndarray, purpose: str) -> _Memory:
         key = (rng.seed, purpose, tuple(int(a) for a in agents))
@@ -364,16 +397,16 @@ class OnlineProblem(Problem):
             pos = self.sample_positions(rng, s, agents, purpose)
             if self.mode == "exact":
                 if getattr(self.model, "sufficient_statistics", False):
-                    rows = torch.gather(self.pools[torch.as_tensor(agents)], 1, pos)
+                    rows = torch.gather(self._pools(agents), 1, pos)
                     aa, ab = self.model.statistics(rows)
                     mem.S_aa = aa if mem.S_aa is None else mem.S_aa + aa
                     mem.S_ab = ab if mem.S_ab is None else mem.S_ab + ab
                 else:
                     if mem.counts is None:
-                        mem.counts = torch.zeros(n, self.pool_size, dtype=torch.float64)
-                        mem.order = torch.zeros(n, self.pool_size, dtype=torch.int64)
-                        mem.n_seen = torch.zeros(n, dtype=torch.int64)
-                    rows = torch.arange(n)
+                        mem.counts = self._zeros((n, self.pool_size), torch.float64)
+                        mem.order = self._zeros((n, self.pool_size), torch.int64)
+                        mem.n_seen = self._zeros((n,), torch.int64)
+                    rows = torch.arange(n, device=self.device)
                     for b in range(self.batch):   # one column at a time: repeats within a batch
                         col = pos[:, b]
                         new = mem.counts[rows, col] == 0
@@ -398,7 +431,7 @@ class OnlineProblem(Problem):
         t = int(k)
         require(t >= 0, "iteration", t, ">= 0")
         mem = self._memory(rng, t, a, purpose)
-        pools = self.pools[torch.as_tensor(a)]
+        pools = self._pools(a)
         if self.mode == "exact":
             if mem.S_aa is not None:
                 return self.model.grad_from_statistics(X, mem.S_aa, mem.S_ab, (t + 1) * self.batch)
@@ -406,11 +439,10 @@ class OnlineProblem(Problem):
         if self.mode == "window":
             pos = torch.cat(mem.batches, dim=1)
             rows = torch.gather(pools, 1, pos)
-            return self.model.grad(X, rows, torch.full(rows.shape, 1.0 / rows.shape[1],
-                                                       dtype=torch.float64))
+            return self.model.grad(X, rows, self._full(rows.shape, 1.0 / rows.shape[1]))
         # cached: this iteration's batch at the current iterate, earlier ones as stored
         rows = torch.gather(pools, 1, self.sample_positions(rng, t, a, purpose))
-        g = self.model.grad(X, rows, torch.full(rows.shape, 1.0 / self.batch, dtype=torch.float64))
+        g = self.model.grad(X, rows, self._full(rows.shape, 1.0 / self.batch))
         if mem.last_grad is not None and mem.grad_t == t - 1:
             prev = mem.last_grad
             mem.cache_sum = prev if mem.cache_sum is None else mem.cache_sum + prev
@@ -425,13 +457,24 @@ class OnlineProblem(Problem):
         pool once that is cheaper."""
         U = int(mem.n_seen.max())
         if self.shared and hasattr(self.model, "grad_dense") and 16 * U >= self.pool_size:
-            dense = torch.zeros(X.shape[0], self.model.n_data, dtype=torch.float64)
+            dense = self._zeros((X.shape[0], self.model.n_data), torch.float64)
             dense[:, self.pools[0]] = mem.counts * scale
             return self.model.grad_dense(X, dense)
         order = mem.order[:, :U]
-        valid = torch.arange(U)[None, :] < mem.n_seen[:, None]
+        valid = torch.arange(U, device=self.device)[None, :] < mem.n_seen[:, None]
         w = torch.where(valid, torch.gather(mem.counts, 1, order) * scale, 0.0)
         return self.model.grad(X, torch.gather(pools, 1, order), w)
+
+    def _move(self, device: torch.device, copy: bool = False) -> None:
+        """Pools and sample model move; a shared pool stays one expanded row (not n copies of
+        it); the copy starts with no acquired data (the memory belongs to the original's run)."""
+        shape = self.pools.shape
+        if self.shared:
+            self.pools = self.pools[:1]
+        self._mem = {}
+        super()._move(device, copy)
+        if self.shared:
+            self.pools = self.pools.expand(shape)
 
     def acquired_counts(self, rng: Streams, t: int, agents=None,
                         purpose: str = "sample") -> np.ndarray:
@@ -439,18 +482,26 @@ class OnlineProblem(Problem):
         a = self._agents(agents)
         C = np.zeros((len(a), self.pool_size))
         for s in range(t + 1):
-            pos = self.sample_positions(rng, s, a, purpose).numpy()
+            pos = self.sample_positions(rng, s, a, purpose).cpu().numpy()
             for r in range(self.batch):
                 np.add.at(C, (np.arange(len(a)), pos[:, r]), 1.0)
         return C
 
     # -- population objectives (the paper's f_i = E l(., xi^i)) -------------------------------
     def _uniform(self, a: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        rows = self.pools[torch.as_tensor(a)]
+        rows = self._pools(a)
         if self.population_subset is not None:
-            sel = torch.linspace(0, self.pool_size - 1, self.population_subset).round().long()
+            sel = torch.linspace(0, self.pool_size - 1, self.population_subset,
+                                 device=self.device).round().long()
             rows = rows[:, sel]
-        return rows, torch.full(rows.shape, 1.0 / rows.shape[1], dtype=torch.float64)
+        return rows, self._full(rows.shape, 1.0 / rows.shape[1])
+
+    def _zeros(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        return torch.zeros(shape, dtype=dtype, device=self.device)
+
+    def _full(self, shape, value: float) -> torch.Tensor:
+        """Sample weights: float64 on the device."""
+        return torch.full(tuple(shape), value, dtype=torch.float64, device=self.device)
 
     def _dense_ok(self, what: str) -> bool:
         return self.shared and self.population_subset is None and hasattr(self.model, what)
@@ -458,7 +509,7 @@ class OnlineProblem(Problem):
     def grad(self, X, agents=None):
         a = self._agents(agents)
         if self._dense_ok("grad_dense"):
-            W = torch.zeros(len(a), self.model.n_data, dtype=torch.float64)
+            W = self._zeros((len(a), self.model.n_data), torch.float64)
             W[:, self.pools[0]] = 1.0 / self.pool_size
             return self.model.grad_dense(X, W)
         rows, w = self._uniform(a)
@@ -467,20 +518,20 @@ class OnlineProblem(Problem):
     def local_loss(self, X, agents=None):
         a = self._agents(agents)
         if self._dense_ok("loss_dense"):
-            W = torch.zeros(len(a), self.model.n_data, dtype=torch.float64)
+            W = self._zeros((len(a), self.model.n_data), torch.float64)
             W[:, self.pools[0]] = 1.0 / self.pool_size
             return self.model.loss_dense(X, W)
         rows, w = self._uniform(a)
         return self.model.loss(X, rows, w)
 
     def loss(self, x):
-        X = torch.as_tensor(x).to(self.dtype).reshape(1, -1)
+        X = self._point(x, self.dtype)
         if self.shared:   # every f_i is the same: evaluate once
             return float(self.local_loss(X, np.zeros(1, dtype=np.int64))[0])
         return float(self.local_loss(X.expand(self.n_agents, -1)).mean())
 
     def global_grad(self, x):
-        X = torch.as_tensor(x).to(self.dtype).reshape(1, -1)
+        X = self._point(x, self.dtype)
         if self.shared:
             return self.grad(X, np.zeros(1, dtype=np.int64))[0]
         return self.grad(X.expand(self.n_agents, -1)).mean(0)

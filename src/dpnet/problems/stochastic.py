@@ -63,16 +63,21 @@ def as_clip(clip: Clip | float | None) -> Clip | None:
 
 
 def sample_indices(rng: Streams, k: int, agents: np.ndarray, m: int, batch_size: int,
-                   purpose: str = "sample") -> torch.Tensor:
+                   purpose: str = "sample",
+                   device: torch.device | str | None = None) -> torch.Tensor:
     """``(len(agents), batch_size)`` distinct local sample indices in ``[0, m)`` per agent:
-    uniform without replacement (one uniform draw when ``batch_size == 1``)."""
+    uniform without replacement (one uniform draw when ``batch_size == 1``). The streams draw on
+    the host; the indices are then moved to ``device`` (where the data they index lives), one
+    small transfer per step, so every device picks the same samples."""
     require(1 <= batch_size <= m, "batch_size", batch_size, f"1 <= batch_size <= m = {m}")
     agents = np.asarray(agents, dtype=np.int64)
     if batch_size == 1:
         u = rng.uniform(purpose, k, agents, 1)
-        return torch.from_numpy(np.minimum((u * m).astype(np.int64), m - 1))
-    keys = rng.permutation_keys(purpose, k, agents, m)
-    return torch.from_numpy(np.argpartition(keys, batch_size - 1, axis=1)[:, :batch_size])
+        idx = np.minimum((u * m).astype(np.int64), m - 1)
+    else:
+        keys = rng.permutation_keys(purpose, k, agents, m)
+        idx = np.argpartition(keys, batch_size - 1, axis=1)[:, :batch_size]
+    return torch.from_numpy(np.ascontiguousarray(idx)).to(device or "cpu")
 
 
 def clipped_stochastic_grad(problem, X: torch.Tensor, rng: Streams, k: int, batch_size: int,

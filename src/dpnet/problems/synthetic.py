@@ -61,7 +61,7 @@ class NonconvexLogistic(Problem):
         return self._agents(agents), self._rows(self.UV, agents)
 
     def _keep(self, slots):
-        s = torch.from_numpy(slots)
+        s = self._index(slots)
         self.V, self.u, self.UV = self.V[s], self.u[s], self.UV[s]
 
     def grad(self, X, agents=None):
@@ -155,10 +155,10 @@ class SinCos(Problem):
         return 8.0
 
     def _keep(self, slots):
-        self.m = self.m[torch.from_numpy(slots)]
+        self.m = self.m[self._index(slots)]
 
     def optimum(self):
-        return torch.zeros(self.dim, dtype=torch.float64)
+        return torch.zeros(self.dim, dtype=torch.float64, device=self.device)
 
 
 class Quadratic(Problem):
@@ -207,7 +207,7 @@ class Quadratic(Problem):
         return self._L
 
     def _keep(self, slots):
-        s = torch.from_numpy(slots)
+        s = self._index(slots)
         self.A, self.b = self.A[s], self.b[s]
 
     def optimum(self):
