@@ -3,7 +3,22 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+
+def per_agent_unique(fn: Callable[..., float], *columns) -> np.ndarray:
+    """``fn(*row)`` for every agent's row of per-agent parameters (each column scalar or ``(n,)``),
+    evaluated once per distinct row and broadcast back: an accountant over 10^6 agents that share
+    their noise parameters costs one evaluation, not 10^6 (no Python loop over agents)."""
+    cols = [np.atleast_1d(np.asarray(c, dtype=np.float64)).reshape(-1) for c in columns]
+    n = max(c.size for c in cols)
+    table = np.column_stack([np.broadcast_to(c, (n,)) for c in cols])
+    rows, inverse = np.unique(table, axis=0, return_inverse=True)
+    values = np.fromiter((fn(*row.tolist()) for row in rows), dtype=np.float64, count=len(rows))
+    return values[inverse.reshape(-1)]
 
 
 @dataclass(frozen=True)
@@ -29,7 +44,7 @@ class PrivacyGuarantee:
 
     @staticmethod
     def from_per_agent(per_agent, **kw) -> PrivacyGuarantee:
-        per = tuple(float(e) for e in per_agent)
+        per = tuple(np.asarray(per_agent, dtype=np.float64).reshape(-1).tolist())
         return PrivacyGuarantee(max(per) if per else math.inf, per_agent=per, **kw)
 
     @property

@@ -44,10 +44,12 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ..errors import ParameterError, require
 from ..noise import Laplace, Noise
 from .composition import calibrate, inverse_geometric_sum
-from .guarantee import PrivacyGuarantee
+from .guarantee import PrivacyGuarantee, per_agent_unique
 
 VARIANTS = ("sound", "printed", "derived")
 
@@ -129,13 +131,16 @@ _C_TEXT = {"printed": "sqrt(eta)", "derived": "eta",
            "sound": "max(printed, derived) per step"}
 
 
-def _geometric_laplace(noise: Noise, label: str, n: int) -> list[tuple[float, float]]:
+def _geometric_laplace(noise: Noise, label: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-agent ``(scales, decays)``, each ``(n,)``."""
     if noise.is_zero:
-        return [(0.0, 0.5)] * n
+        return np.zeros(n), np.full(n, 0.5)
     if not isinstance(noise, Laplace) or noise.schedule.decay is None:
         raise ParameterError(label, repr(noise), "paper 000's accounting needs Laplace noise with "
                              "a geometric decay s*q^k (Laplace(scale, decay=q))")
-    return [(p["scale"], p["decay"]) for p in (noise.per_agent_params(i, n) for i in range(n))]
+    noise.schedule.check(n)
+    return (np.broadcast_to(noise.schedule.scale, (n,)).astype(np.float64),
+            np.broadcast_to(noise.schedule.decay, (n,)).astype(np.float64))
 
 
 def xie_guarantee(name: str, which: str, problem, graph, iterations, eta: float, noise_x: Noise,
@@ -148,13 +153,14 @@ def xie_guarantee(name: str, which: str, problem, graph, iterations, eta: float,
     px, p2 = _geometric_laplace(noise_x, "noise_x", n), _geometric_laplace(noise_2, label_2, n)
     if noise_x.is_zero and noise_2.is_zero:
         return PrivacyGuarantee.none(f"{name} with noise scale 0 is not private", iterations)
-    qs = []
-    for i in range(n):
-        qx, q2 = px[i][1], p2[i][1]
-        if not (noise_x.is_zero or noise_2.is_zero) and abs(qx - q2) > 1e-15:
-            raise ParameterError("decay", (qx, q2), "paper 000 uses one decay q_i per agent for "
-                                 f"both noises (agent {i})")
-        qs.append(q2 if noise_x.is_zero else qx)
+    (sx, qx), (s2, q2) = px, p2
+    if not (noise_x.is_zero or noise_2.is_zero):
+        differ = np.abs(qx - q2) > 1e-15
+        if differ.any():
+            i = int(np.argmax(differ))
+            raise ParameterError("decay", (float(qx[i]), float(q2[i])), "paper 000 uses one decay "
+                                 f"q_i per agent for both noises (agent {i})")
+    qs = q2 if noise_x.is_zero else qx
     label = "Theorem 3" if which == "pgtc" else "Theorem 6"
     notes: tuple[str, ...] = ()
     if iterations is None:
@@ -165,7 +171,7 @@ def xie_guarantee(name: str, which: str, problem, graph, iterations, eta: float,
                                  "versions, constant under Assumption 6)")
         L = problem.smoothness
         fn = pgtc_infinite_horizon if which == "pgtc" else ppdc_infinite_horizon
-        per = [fn(eta, L, px[i][0], p2[i][0], qs[i], adjacency, variant) for i in range(n)]
+        per = per_agent_unique(lambda a, b, q: fn(eta, L, a, b, q, adjacency, variant), sx, s2, qs)
         assumptions = ("Assumption 6: grad f_i0^(1) - grad f_i0^(2) is constant",
                        f"adjacency radius delta = {adjacency:g}", f"L_f = {L:.6g}",
                        f"eta < 1/(2 L_f) and q in the interval of {label}",
@@ -182,11 +188,11 @@ def xie_guarantee(name: str, which: str, problem, graph, iterations, eta: float,
                                  "||grad f_i(x)|| <= M for all x (Assumption 7); this problem "
                                  "has no global bound, give one")
         if which == "pgtc":
-            per = [pgtc_finite_horizon(d, M, eta, px[i][0], p2[i][0], qs[i], iterations,
-                                           variant) for i in range(n)]
+            per = per_agent_unique(lambda a, b, q: pgtc_finite_horizon(
+                d, M, eta, a, b, q, iterations, variant), sx, s2, qs)
         else:
-            per = [ppdc_finite_horizon(d, M, eta, omega, px[i][0], p2[i][0], qs[i],
-                                           iterations, variant) for i in range(n)]
+            per = per_agent_unique(lambda a, b, q: ppdc_finite_horizon(
+                d, M, eta, omega, a, b, q, iterations, variant), sx, s2, qs)
         if variant == "printed" and eta > 1:
             notes = (f"eta = {eta:g} > 1: the printed sqrt(eta) form is below the appendix's own "
                      "derivation (eta) and an audit finds it violated; use variant='derived'",)
