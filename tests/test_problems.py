@@ -237,3 +237,14 @@ def test_problem_bad_inputs(call, name):
     with pytest.raises(ParameterError) as err:
         call()
     assert err.value.name == name
+
+
+def test_nonconvex_logistic_loss_and_grad_in_one_pass_equals_the_two_calls():
+    from dpnet import problems as P
+    for convention in ("average", "sum"):
+        p = P.NonconvexLogistic.random(n_agents=5, samples=7, dim=4, seed=2, lam=0.3,
+                                       convention=convention)
+        x = torch.randn(4, dtype=torch.float64)
+        loss, grad = p.loss_and_grad(x)
+        assert loss == pytest.approx(p.loss(x), rel=1e-13)
+        torch.testing.assert_close(grad, p.global_grad(x), rtol=1e-13, atol=1e-15)

@@ -194,6 +194,12 @@ class Problem(Movable, ABC):
         X = self._point(x).expand(self.n_agents, -1)
         return self.grad(X).sum(dim=0) * self._scale()
 
+    def loss_and_grad(self, x: torch.Tensor) -> tuple[float, torch.Tensor]:
+        """``(loss(x), global_grad(x))``: what a logged metrics row needs. Problems whose loss and
+        gradient share their expensive part (a pass over every agent's data) override it to make
+        that pass once."""
+        return self.loss(x), self.global_grad(x)
+
     def _point(self, x, dtype: torch.dtype = torch.float64) -> torch.Tensor:
         """One point as a ``(1, d)`` row on this problem's device."""
         return torch.as_tensor(x, dtype=dtype, device=self.device).reshape(1, -1)
