@@ -32,8 +32,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..errors import ParameterError, require
 from .composition import calibrate, inverse_geometric_sum
+from .guarantee import per_agent_unique
 
 VARIANTS = ("conservative", "printed")
 
@@ -160,16 +163,18 @@ def calibrate_decay(target: float, d: int, alpha: float, smoothness: float, adja
     return hi
 
 
-def _geometric(noise, label: str, n: int) -> list[tuple[float, float]]:
-    """Per-agent ``(u_i, r_i)`` of a ``Laplace(u, decay=r)`` noise (scale 0: ``(0, nan)``)."""
+def _geometric(noise, label: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-agent ``(u, r)`` arrays of a ``Laplace(u, decay=r)`` noise (scale 0: ``(0, nan)``)."""
     from ..noise import Laplace
 
     if noise.is_zero:
-        return [(0.0, math.nan)] * n
+        return np.zeros(n), np.full(n, math.nan)
     if not isinstance(noise, Laplace) or noise.schedule.decay is None:
         raise ParameterError(label, repr(noise), "Theorem 3 of Ou et al. needs Laplace noise with "
                              "a geometric decay u*r^k (Laplace(u, decay=r))")
-    return [(p["scale"], p["decay"]) for p in (noise.per_agent_params(i, n) for i in range(n))]
+    noise.schedule.check(n)
+    return (np.broadcast_to(noise.schedule.scale, (n,)).astype(np.float64),
+            np.broadcast_to(noise.schedule.decay, (n,)).astype(np.float64))
 
 
 def dpp2_guarantee(name: str, problem, graph, iterations: int | None, alpha: float, noise_w,
@@ -186,14 +191,14 @@ def dpp2_guarantee(name: str, problem, graph, iterations: int | None, alpha: flo
     if noise_w.is_zero or noise_e.is_zero:
         return PrivacyGuarantee.none(f"{name} needs both noises w and e for Theorem 3 (a zero "
                                      "scale leaves the state difference unmasked)", iterations)
-    per = []
-    for i in range(n):
-        (u_w, r_w), (u_e, r_e) = pw[i], pe[i]
-        if abs(r_w - r_e) > 1e-15:
-            raise ParameterError("r", (r_w, r_e), "Theorem 3 uses one decay r_i per agent for "
-                                 f"both noises w and e (agent {i})")
-        per.append(theorem3_epsilon(int(problem.dim), alpha, M, adjacency, u_e, u_w, r_w,
-                                    iterations, variant))
+    (u_w, r_w), (u_e, r_e) = pw, pe
+    differ = np.abs(r_w - r_e) > 1e-15
+    if differ.any():
+        i = int(np.argmax(differ))
+        raise ParameterError("r", (float(r_w[i]), float(r_e[i])), "Theorem 3 uses one decay r_i "
+                             f"per agent for both noises w and e (agent {i})")
+    per = per_agent_unique(lambda ue, uw, r: theorem3_epsilon(
+        int(problem.dim), alpha, M, adjacency, ue, uw, r, iterations, variant), u_e, u_w, r_w)
     terms = "k = 0..K (conservative: includes the k = 0 noise)" if variant == "conservative" \
         else "k = 1..K (as printed; omits the k = 0 term)"
     src = "user-supplied" if smoothness is not None else "from the problem"
@@ -218,18 +223,18 @@ def calibrate_noises(problem, graph, target: float, iterations: int, alpha: floa
     pw, pe = _geometric(noise_w, "noise_w", n), _geometric(noise_e, "noise_e", n)
     require(not (noise_w.is_zero or noise_e.is_zero), "noise", (noise_w, noise_e),
             "both noises w and e nonzero (their scales are what gets calibrated)")
-    u_w = [p[0] for p in pw]
-    u_e = [p[0] for p in pe]
+    (u_w, r), (u_e, _) = pw, pe
     if over == "u":
-        r = [p[1] for p in pw]
-
         def eps(t: float) -> float:
-            return max(theorem3_epsilon(d, alpha, M, adjacency, t * u_e[i], t * u_w[i], r[i],
-                                        iterations, variant) for i in range(n))
+            return float(per_agent_unique(lambda ue, uw, q: theorem3_epsilon(
+                d, alpha, M, adjacency, t * ue, t * uw, q, iterations, variant),
+                u_e, u_w, r).max())
 
         t = _smallest_multiplier(eps, target)
-        return (Laplace([t * u for u in u_w], decay=r), Laplace([t * u for u in u_e], decay=r))
-    worst = max(range(n), key=lambda i: c_tilde(d, alpha, M, adjacency, u_e[i], u_w[i]))
+        return (Laplace((t * u_w).tolist(), decay=r.tolist()),
+                Laplace((t * u_e).tolist(), decay=r.tolist()))
+    c = per_agent_unique(lambda ue, uw: c_tilde(d, alpha, M, adjacency, ue, uw), u_e, u_w)
+    worst = int(np.argmax(c))
     r = calibrate_decay(target, d, alpha, M, adjacency, u_e[worst], u_w[worst], iterations,
                         variant)
     return Laplace(u_w, decay=r), Laplace(u_e, decay=r)
