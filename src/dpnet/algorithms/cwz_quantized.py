@@ -24,7 +24,7 @@ from ..compression import Compressor
 from ..errors import ParameterError, nonnegative, positive, positive_int
 from ..noise import Laplace
 from ..privacy import chen_wang_zhang as cwz
-from ..privacy.guarantee import PrivacyGuarantee
+from ..privacy.guarantee import PrivacyGuarantee, per_agent_unique
 from .base import Algorithm, Context, State, register
 from .wang_basar_ternary import NEIGHBOURS, neighbour_pull, register_offdiagonal
 
@@ -41,10 +41,10 @@ class ProbabilisticRounding(Compressor):
 
     def compress(self, X, rng=None, purpose="", k=0, agents=None):
         agents = np.arange(X.shape[0]) if agents is None else np.asarray(agents)
-        t = X.double().numpy() / self.resolution
+        t = X.double().cpu().numpy() / self.resolution
         low = np.floor(t)
         u = rng.uniform(purpose, k, agents, X.shape[1])
-        return torch.from_numpy(self.resolution * (low + (u < t - low))).to(X.dtype)
+        return torch.from_numpy(self.resolution * (low + (u < t - low))).to(X.device, X.dtype)
 
     def bits(self, d, float_bits=64):
         return 32 * d
@@ -87,13 +87,13 @@ class CWZQuantized(Algorithm):
         ks = np.arange(iterations - 1)
         C1m = cwz.l1_constant(C, problem.dim) / self.batch
         sigma = self.sigma0 * (np.arange(iterations) + 1.0) ** self.p_sigma
-        off = graph.W.copy()
-        np.fill_diagonal(off, 0.0)
-        per = []
-        for s in off.sum(1):
+        def epsilon(row_sum: float) -> float:
             delta = cwz.dsgd_state_sensitivity(self.alpha0 / (ks + 1.0) ** self.p_alpha,
-                                               self.beta0 / (ks + 1.0) ** self.p_beta, s, C1m)
-            per.append(float((delta / sigma).sum()))
+                                               self.beta0 / (ks + 1.0) ** self.p_beta, row_sum, C1m)
+            return float((delta / sigma).sum())
+
+        # sum_{j != i} w_ij is the Laplacian's diagonal; agents sharing it share their epsilon
+        per = per_agent_unique(epsilon, graph.sparse("L").diagonal())
         return PrivacyGuarantee.from_per_agent(
             per, delta=0.0, horizon=iterations,
             theorem="Laplace on the state, sum_k Delta_k/sigma_k (Appendix F-type recursion) "

@@ -23,7 +23,7 @@ from ..compression import Compressor
 from ..errors import ParameterError, nonnegative, positive, positive_int, require
 from ..privacy import chen_wang_zhang as cwz
 from ..privacy import wang_basar
-from ..privacy.guarantee import PrivacyGuarantee
+from ..privacy.guarantee import PrivacyGuarantee, per_agent_unique
 from .base import Algorithm, Context, State, register
 
 NEIGHBOURS = "dsgd.offdiagonal"
@@ -61,12 +61,12 @@ class TernaryDP(Compressor):
 
     def compress(self, X, rng=None, purpose="", k=0, agents=None):
         agents = np.arange(X.shape[0]) if agents is None else np.asarray(agents)
-        x = X.clamp(-self.a, self.a).double().numpy()
+        x = X.clamp(-self.a, self.a).double().cpu().numpy()
         u = rng.uniform(purpose, k, agents, X.shape[1])
         up = (self.b + x) / (4 * self.b)
         down = (self.b - x) / (4 * self.b)
         sym = np.where(u < up, self.b, np.where(u > 1.0 - down, -self.b, 0.0))
-        return torch.from_numpy(2.0 * sym).to(X.dtype)
+        return torch.from_numpy(2.0 * sym).to(X.device, X.dtype)
 
     def bits(self, d, float_bits=64):
         return 2 * d
@@ -113,14 +113,14 @@ class WangBasarTernary(Algorithm):
             raise ParameterError("iterations/C", (iterations, C), "a horizon and paper 003's C")
         ks = np.arange(iterations - 1)
         C1m = cwz.l1_constant(C, problem.dim) / self.batch
-        off = graph.W.copy()
-        np.fill_diagonal(off, 0.0)
-        per = []
-        for s in off.sum(1):
+        def epsilon(row_sum: float) -> float:
             delta = cwz.dsgd_state_sensitivity(self.gamma0 / (ks + 1.0) ** self.v,
-                                               self.lambda0 / (ks + 1.0) ** self.u, s, C1m)
-            per.append(float(wang_basar.release_epsilon(delta, self.quantizer.a,
-                                                        self.quantizer.b).sum()))
+                                               self.lambda0 / (ks + 1.0) ** self.u, row_sum, C1m)
+            return float(wang_basar.release_epsilon(delta, self.quantizer.a,
+                                                    self.quantizer.b).sum())
+
+        # sum_{j != i} w_ij is the Laplacian's diagonal; agents sharing it share their epsilon
+        per = per_agent_unique(epsilon, graph.sparse("L").diagonal())
         return PrivacyGuarantee.from_per_agent(
             per, delta=0.0, horizon=iterations,
             theorem="ternary quantizer ratio bound Delta_1/(b - a) per release, basic composition "

@@ -212,7 +212,7 @@ def theorem3_conditions(graph, a1: float, a2: float, K: int, p_alpha: float, p_b
     ``0 < a1 sum_j R_i0j < 1`` and ``0 < a2 sum_j C_i0j < 1`` are reported next to the ones the
     proof uses, ``0 < alpha sum_j R_i0j < 1`` and ``0 < beta sum_j C_i0j < 1``. ``i0=None``: the
     worst agent."""
-    agents = range(graph.n) if i0 is None else [i0]
+    agents = slice(None) if i0 is None else [i0]
     sR, sC = graph.row_sums("R"), graph.row_sums("C")
     alpha, beta = a1 / K ** p_alpha, a2 / K ** p_beta
     out = []
@@ -220,9 +220,9 @@ def theorem3_conditions(graph, a1: float, a2: float, K: int, p_alpha: float, p_b
                                 ("a2*sum_j C_i0j", a2, sC, "Theorem 3 as printed"),
                                 ("alpha*sum_j R_i0j", alpha, sR, "what Theorem 3's proof uses"),
                                 ("beta*sum_j C_i0j", beta, sC, "what Theorem 3's proof uses")):
-        vals = [coef * s[i] for i in agents]
-        worst = max(vals) if max(vals) >= 1 else min(vals)
-        out.append(Condition(label, worst, all(0 < v < 1 for v in vals), src))
+        vals = coef * s[agents]
+        worst = vals.max() if vals.max() >= 1 else vals.min()
+        out.append(Condition(label, float(worst), bool(np.all((vals > 0) & (vals < 1))), src))
     e1 = p_m - p_beta - max(0.0, 1.0 - p_eta)
     e2 = p_m + min(0.0, p_gamma - p_alpha - p_beta) - max(0.0, 1.0 - p_zeta)
     out.append(Condition("p_m - p_beta - max(0, 1 - p_eta)", e1, e1 > 0, "Theorem 3"))
@@ -235,13 +235,14 @@ def theorem4_conditions(graph, alpha: float, beta: float, p_m: float, p_zeta: fl
                         p_eta: float, i0: int | None = None) -> list[Condition]:
     """Theorem 4 (S2): ``0 < alpha sum_j R_i0j < 1``, ``0 < beta sum_j C_i0j < 1``,
     ``0 < p_zeta, p_eta < 1`` and ``1/p_m < min(p_zeta, p_eta)``."""
-    agents = range(graph.n) if i0 is None else [i0]
+    agents = slice(None) if i0 is None else [i0]
     sR, sC = graph.row_sums("R"), graph.row_sums("C")
     out = []
     for label, coef, s in (("alpha*sum_j R_i0j", alpha, sR), ("beta*sum_j C_i0j", beta, sC)):
-        vals = [coef * s[i] for i in agents]
-        worst = max(vals) if max(vals) >= 1 else min(vals)
-        out.append(Condition(label, worst, all(0 < v < 1 for v in vals), "Theorem 4"))
+        vals = coef * s[agents]
+        worst = vals.max() if vals.max() >= 1 else vals.min()
+        out.append(Condition(label, float(worst), bool(np.all((vals > 0) & (vals < 1))),
+                             "Theorem 4"))
     out.append(Condition("min(p_zeta, p_eta)", min(p_zeta, p_eta),
                          0 < min(p_zeta, p_eta) and max(p_zeta, p_eta) < 1, "Theorem 4"))
     gap = min(p_zeta, p_eta) - 1.0 / p_m
