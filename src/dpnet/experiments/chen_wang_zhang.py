@@ -34,7 +34,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from .. import graphs
+from .. import checkpoints, graphs
 from ..algorithms._cwz import Scheme, lemma2_matrix, scheme_s1, scheme_s2, spectral_radius
 from ..errors import NonFiniteError
 from ..network import Network
@@ -245,11 +245,9 @@ def run_curve(label: str, alg, setup: Setup, graph, size: RunSize) -> dict:
                for s in ("train", "test", "test_agent0")}
 
     def save(snapshot):
-        tmp = snap.with_suffix(".tmp")
-        torch.save(snapshot, tmp)
-        tmp.replace(snap)
+        checkpoints.save(snapshot, snap)
 
-    resume = torch.load(snap, weights_only=False) if snap is not None and snap.is_file() else None
+    resume = checkpoints.load(snap) if snap is not None and snap.is_file() else None
     out = {"label": label, "diverged_at": None}
     start = time.perf_counter()
     try:

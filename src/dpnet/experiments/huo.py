@@ -28,7 +28,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from .. import algorithms, data, graphs, models
+from .. import algorithms, checkpoints, data, graphs, models
 from ..compression import TopK
 from ..errors import ParameterError
 from ..network import Network
@@ -538,15 +538,13 @@ def cnn_run(spec: CNNSpec, problem: NeuralProblem, graph, eps: float | None, lab
     folder.mkdir(parents=True, exist_ok=True)
     done, ckpt = folder / f"{tag}.done.pt", folder / f"{tag}.ckpt.pt"
     if done.is_file():
-        return torch.load(done, weights_only=False)
-    resume = torch.load(ckpt, weights_only=False) if ckpt.is_file() else None
+        return checkpoints.load(done)
+    resume = checkpoints.load(ckpt) if ckpt.is_file() else None
     if resume is not None:
         log(f"[huo-table2] {tag}: resuming at iteration {resume['iteration']}")
 
     def save(snap):
-        tmp = ckpt.with_suffix(".tmp")
-        torch.save(snap, tmp)
-        tmp.replace(ckpt)
+        checkpoints.save(snap, ckpt)
         log(f"[huo-table2] {tag}: checkpoint at iteration {snap['iteration']}/{T} "
             f"({time.strftime('%H:%M:%S')})")
 
@@ -581,7 +579,7 @@ def cnn_run(spec: CNNSpec, problem: NeuralProblem, graph, eps: float | None, lab
             out["privacy"]["PLD eps"] = huo.dp_accounting_epsilon(sigma, spec.delta, mech, "pld")
             out["privacy"]["RDP eps visible"] = huo.dp_accounting_epsilon(
                 sigma, spec.delta, mech, "rdp", activation="visible")
-    torch.save(out, done)
+    checkpoints.save(out, done)
     ckpt.unlink(missing_ok=True)
     log(f"[huo-table2] {tag}: done, test accuracy {out['test_accuracy']:.4f}")
     return out
