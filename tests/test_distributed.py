@@ -26,6 +26,7 @@ from dpnet.problems import Clip, LogisticRegression, NonconvexLogistic
 from dpnet.problems.online import LogisticSamples, OnlineProblem
 
 K = 8            # iterations of the equality runs
+SPARSE_N = 400   # agents of the run whose operators are sparse (above network._DENSE_LIMIT)
 LOG_EVERY = 2
 SEED = 5
 # distance to a fixed point (the problems' optima would cost an L-BFGS solve on every rank)
@@ -183,6 +184,9 @@ def _equality_job(world, ckpt_root):
     except (ValueError, D.DistributedError) as err:
         out["raise"] = (type(err).__name__, str(err), time.monotonic() - cb.t_fault)
     out["after"] = D.run(alg, problem, graph, 2, split=split, timeout=30, reference=None).x
+    # above the network's dense limit: CSR operators in the simulated run and on every rank
+    alg, problem, graph = _setup("diadsp", SPARSE_N, und)
+    out["sparse"] = D.run(alg, problem, graph, K, timeout=30, **RUN)
     return out
 
 
@@ -232,6 +236,17 @@ def test_distributed_equals_simulated(group, name):
     assert ref.ledger.total > 0
     for res in per_rank:  # every rank returns the same merged result
         _assert_same_run(res[name], ref)
+
+
+def test_sparse_operators_distributed_equals_simulated(group):
+    from dpnet.network import _DENSE_LIMIT
+
+    world, per_rank = group
+    alg, problem, graph = _setup("diadsp", SPARSE_N, LAYOUTS[world][2])
+    assert SPARSE_N // world > _DENSE_LIMIT       # every rank's operator is CSR too
+    ref = dpnet.run(alg, problem, graph, K, **RUN)
+    for res in per_rank:
+        _assert_same_run(res["sparse"], ref)
 
 
 @pytest.mark.parametrize("name", ["diadsp", "doadp"])

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from . import algorithms, compression, graphs, noise, problems
-from .errors import DPNetError, ParameterError
+from .errors import DPNetError, ParameterError, UnknownNameError
 
 # -- helpers ---------------------------------------------------------------------------------
 
@@ -121,8 +121,16 @@ def load_config(path: str | Path) -> dict[str, Any]:
         return tomllib.load(fh)
 
 
-def run_config(cfg: dict[str, Any], out: Path, quiet: bool = False, backend: str = "simulated"):
+#: top-level keys of a run configuration (anything else is a misspelling, never ignored)
+CONFIG_KEYS = ("graph", "problem", "algorithm", "iterations", "seed", "log_every", "float_bits",
+               "privacy", "output", "distributed", "device")
+
+
+def run_config(cfg: dict[str, Any], out: Path, quiet: bool = False, backend: str = "simulated",
+               device: str | None = None):
     """Run a configuration; writes ``result.csv``, ``result.png``, ``summary.json``.
+    ``device`` (or ``device = "cuda"`` in the file; the argument wins): where the run's tensors
+    live.
     ``backend="distributed"``: agents spread over torchrun's ranks (options from an optional
     ``[distributed]`` table: timeout, split, checkpoint_dir, checkpoint_every, resume); rank 0
     writes the files."""
@@ -134,9 +142,13 @@ def run_config(cfg: dict[str, Any], out: Path, quiet: bool = False, backend: str
     else:
         from .runner import run
 
+    unknown = sorted(set(cfg) - set(CONFIG_KEYS))
+    if unknown:
+        raise UnknownNameError("configuration key", unknown[0], CONFIG_KEYS)
     for section in ("graph", "problem", "algorithm"):
         if section not in cfg:
             raise ParameterError("config", sorted(cfg), f"a [{section}] table")
+    device = device or cfg.get("device", "cpu")
     graph = graphs.from_spec(cfg["graph"])
     # distributed: each rank loads only its own agents' data
     agents = None
@@ -148,8 +160,9 @@ def run_config(cfg: dict[str, Any], out: Path, quiet: bool = False, backend: str
     alg = algorithms.from_spec(cfg["algorithm"])
     iterations = int(cfg.get("iterations", 1000))
     res = run(alg, problem, graph, iterations, seed=int(cfg.get("seed", 0)),
-              log_every=int(cfg.get("log_every", 1)), float_bits=int(cfg.get("float_bits", 64)),
-              privacy=cfg.get("privacy") or None, progress=None if not quiet else False, **extra)
+              log_every=cfg.get("log_every", "auto"), float_bits=int(cfg.get("float_bits", 64)),
+              privacy=cfg.get("privacy") or None, progress=None if not quiet else False,
+              device=device, **extra)
     if backend == "distributed" and not _is_rank0():
         return res
     out.mkdir(parents=True, exist_ok=True)
@@ -185,7 +198,7 @@ def _plot_history(res, path: Path) -> None:
 def cmd_run(args) -> int:
     cfg = load_config(args.config)
     out = Path(args.out or cfg.get("output", {}).get("dir", "runs/" + Path(args.config).stem))
-    res = run_config(cfg, out, quiet=args.quiet, backend=args.backend)
+    res = run_config(cfg, out, quiet=args.quiet, backend=args.backend, device=args.device)
     if args.backend == "distributed" and not _is_rank0():
         return 0
     summary = res.summary()
@@ -272,6 +285,9 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("config")
     s.add_argument("--out", help="output folder (default runs/<config name>)")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.add_argument("--device", default=None,
+                   help="torch device of the run: cpu, cuda, cuda:1, ... (default: the "
+                        "configuration's device, else cpu); results come back on the CPU")
     s.add_argument("--backend", choices=["simulated", "distributed"], default="simulated",
                    help="distributed: agents spread over the processes of torchrun "
                    "(torchrun --nproc-per-node N -m dpnet.cli run CONFIG --backend distributed)")

@@ -50,13 +50,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 import torch.distributed as dist
 
-from . import runner
+from . import checkpoints, runner
 from .errors import DPNetError, ParameterError, positive, require
 from .graphs import Graph
-from .network import BitLedger, Network, Transcript, TranscriptEntry, _sparse_or_dense
+from .graphs.base import laplacian_of, support
+from .network import BitLedger, Network, Transcript, TranscriptEntry, torch_operator
 from .rng import Streams
 
 DEFAULT_TIMEOUT = 60.0  # seconds a rank waits for a peer before declaring it dead or hung
@@ -102,28 +104,32 @@ class DistributedNetwork(Network):
     """:class:`~dpnet.network.Network` over ``torch.distributed`` (see the module docstring).
 
     Needs an initialised default process group (any backend); communication runs in a dedicated
-    gloo group with ``timeout`` seconds (pass ``group=`` to use your own)."""
+    group with ``timeout`` seconds on the device's backend: NCCL for CUDA state, gloo otherwise
+    (pass ``group=`` to use your own). A rank holds only its rows of the sparse operators."""
 
     backend = "distributed"
 
     def __init__(self, graph: Graph, record: bool = False, float_bits: int = 64,
                  rng: Streams | None = None, dtype: torch.dtype = torch.float64,
                  split: Sequence[int] | None = None, timeout: float = DEFAULT_TIMEOUT,
-                 group: Any = None) -> None:
-        super().__init__(graph, record=record, float_bits=float_bits, rng=rng, dtype=dtype)
+                 group: Any = None, device: torch.device | str = "cpu") -> None:
+        super().__init__(graph, record=record, float_bits=float_bits, rng=rng, dtype=dtype,
+                         device=device)
         require(dist.is_available() and dist.is_initialized(), "torch.distributed", "uninitialised",
                 "an initialised process group (launch with torchrun, or dpnet.distributed.launch)")
         self.timeout = positive("timeout", timeout)
         self._own_group = group is None
         self.group = group if group is not None else dist.new_group(
-            backend="gloo", timeout=datetime.timedelta(seconds=self.timeout))
+            backend="nccl" if self.device.type == "cuda" else "gloo",
+            timeout=datetime.timedelta(seconds=self.timeout))
         self.rank = dist.get_rank(self.group)
         self.world_size = dist.get_world_size(self.group)
         self._global_rank = [dist.get_global_rank(self.group, r) for r in range(self.world_size)]
         self.offsets = block_offsets(self.n, self.world_size, split)
         self.lo, self.hi = int(self.offsets[self.rank]), int(self.offsets[self.rank + 1])
         self._agents = np.arange(self.lo, self.hi)
-        need = (graph.adjacency[self.lo:self.hi] > 0).any(axis=0)
+        need = np.zeros(self.n, dtype=bool)
+        need[graph.support_matrix[self.lo:self.hi].indices] = True
         need[self.lo:self.hi] = False
         self.halo_agents = np.concatenate([self._agents, np.nonzero(need)[0]])
         self._pos = np.full(self.n, -1, dtype=np.int64)
@@ -149,7 +155,7 @@ class DistributedNetwork(Network):
         return H[: self.n_local]
 
     def halo_zeros(self, d: int) -> torch.Tensor:
-        return torch.zeros(self.n_halo, d, dtype=self.dtype)
+        return torch.zeros(self.n_halo, d, dtype=self.dtype, device=self.device)
 
     def describe(self) -> dict[str, Any]:
         peers = sorted({p for plan in self._plans.values() for p, _ in plan.send + plan.recv})
@@ -159,10 +165,10 @@ class DistributedNetwork(Network):
     # -- communication ----------------------------------------------------------------------
     def _plan(self, matrix: str) -> _Plan:
         if matrix not in self._plans:
-            S = np.abs(self.graph.matrix(matrix)) > 0
-            np.fill_diagonal(S, False)
+            S = support(self.graph.sparse(matrix)).tocsc()
             lo, hi, off = self.lo, self.hi, self.offsets
-            need = S[lo:hi].any(axis=0)
+            need = np.zeros(self.n, dtype=bool)
+            need[S[lo:hi].tocsr().indices] = True
             need[lo:hi] = False
             if np.any(need & (self._pos < 0)):
                 raise ParameterError("matrix", matrix, "off-diagonal support on the graph's edges "
@@ -174,10 +180,10 @@ class DistributedNetwork(Network):
                 a, b = off[peer], off[peer + 1]
                 rows = np.nonzero(need[a:b])[0] + a
                 if rows.size:
-                    recv.append((peer, torch.from_numpy(self._pos[rows])))
-                mine = np.nonzero(S[a:b, lo:hi].any(axis=0))[0]
+                    recv.append((peer, torch.from_numpy(self._pos[rows]).to(self.device)))
+                mine = np.unique(S[:, lo:hi][a:b].tocoo().col)   # my agents peer's rows read
                 if mine.size:
-                    send.append((peer, torch.from_numpy(mine)))
+                    send.append((peer, torch.from_numpy(mine).to(self.device)))
             self._plans[matrix] = _Plan(send, recv)
         return self._plans[matrix]
 
@@ -236,19 +242,14 @@ class DistributedNetwork(Network):
     def _operator(self, matrix: str, kind: str) -> torch.Tensor:
         key = (matrix, kind)
         if key not in self._ops:
-            M = self.graph.matrix(matrix)
-            rows = M[self.lo:self.hi]
-            if kind == "laplacian":
-                off = rows.copy()
-                off[np.arange(self.n_local), self._agents] = 0.0
-                rows = -off
-                rows[np.arange(self.n_local), self._agents] = off.sum(axis=1)
+            M = self.graph.sparse(matrix)
+            rows = (laplacian_of(M) if kind == "laplacian" else M)[self.lo:self.hi]
             outside = np.ones(self.n, dtype=bool)
             outside[self.halo_agents] = False
-            if np.any(rows[:, outside] != 0):
+            if outside[sp.csr_array(rows).indices].any():
                 raise ParameterError("matrix", matrix, "off-diagonal support on the graph's edges "
                                      "(the distributed halo follows graph.adjacency)")
-            self._ops[key] = _sparse_or_dense(rows[:, self.halo_agents], self.dtype)
+            self._ops[key] = torch_operator(rows[:, self.halo_agents], self.dtype, self.device)
         return self._ops[key]
 
     def _check_halo(self, H: torch.Tensor) -> torch.Tensor:
@@ -276,8 +277,8 @@ class DistributedNetwork(Network):
         return self._all_reduce(X.sum(dim=0).clone(), "sum over agents")
 
     def sum_scalar(self, value: float) -> float:
-        return float(self._all_reduce(torch.tensor([float(value)], dtype=torch.float64),
-                                      "scalar sum")[0])
+        return float(self._all_reduce(torch.tensor([float(value)], dtype=torch.float64,
+                                                   device=self.device), "scalar sum")[0])
 
     def moments(self, X: torch.Tensor, scalars: list[float] | tuple[float, ...] = ()
                 ) -> tuple[torch.Tensor, float, list[float]]:
@@ -287,12 +288,13 @@ class DistributedNetwork(Network):
         ``sum ||x||^2 - n ||xbar||^2``, which cancels catastrophically near consensus."""
         dtype, X = X.dtype, X.to(torch.float64)
         d, s = X.shape[1], len(scalars)
-        table = torch.zeros(self.world_size, 2 + d + s, dtype=torch.float64)
+        table = torch.zeros(self.world_size, 2 + d + s, dtype=torch.float64, device=X.device)
         block_sum = X.sum(dim=0)
         table[self.rank, 0] = self.n_local
         table[self.rank, 1] = ((X - block_sum / self.n_local) ** 2).sum()
         table[self.rank, 2:2 + d] = block_sum
-        table[self.rank, 2 + d:] = torch.tensor([float(v) for v in scalars], dtype=torch.float64)
+        table[self.rank, 2 + d:] = torch.tensor([float(v) for v in scalars], dtype=torch.float64,
+                                                device=X.device)
         self._all_reduce(table, "metrics")
         counts, sums = table[:, 0], table[:, 2:2 + d]
         xbar = sums.sum(dim=0) / self.n
@@ -306,7 +308,7 @@ class DistributedNetwork(Network):
         X = X[: self.n_local]
         as_bool = X.dtype == torch.bool
         src = X.to(torch.int64) if as_bool else X
-        full = torch.zeros((self.n, *src.shape[1:]), dtype=src.dtype)
+        full = torch.zeros((self.n, *src.shape[1:]), dtype=src.dtype, device=src.device)
         full[self.lo:self.hi] = src
         self._all_reduce(full, "gathering results")
         return full.bool() if as_bool else full
@@ -373,7 +375,7 @@ class RankCheckpoints:
     """This rank's checkpoint files ``DIR/ckpt-{iteration:09d}.rank{r}-of-{R}.pt``; the newest
     ``keep`` are kept. Each holds the runner's snapshot (local and halo rows of the state, the
     history, this rank's ledger and transcript) plus the agent blocks, checked on load.
-    Files are pickles (``torch.save``): load only checkpoints you wrote."""
+    Files are :mod:`dpnet.checkpoints` files: loading one never executes code from it."""
 
     def __init__(self, directory: str | Path, rank: int, world_size: int, offsets: np.ndarray,
                  keep: int = 2) -> None:
@@ -398,17 +400,14 @@ class RankCheckpoints:
 
     def save(self, snapshot: dict) -> Path:
         k = int(snapshot["iteration"])
-        path = self.path(k)
-        tmp = path.with_suffix(".tmp")
-        torch.save({**snapshot, "rank": self.rank, "world_size": self.world_size,
-                    "offsets": self.offsets.tolist()}, tmp)
-        os.replace(tmp, path)  # atomic: a crash mid-write never leaves a torn checkpoint
+        path = checkpoints.save({**snapshot, "rank": self.rank, "world_size": self.world_size,
+                                 "offsets": self.offsets.tolist()}, self.path(k))  # atomic
         for old in self.iterations()[: -self.keep]:
             self.path(old).unlink(missing_ok=True)
         return path
 
     def load(self, k: int) -> dict:
-        snap = torch.load(self.path(k), weights_only=False)
+        snap = checkpoints.load(self.path(k))
         if snap["offsets"] != self.offsets.tolist():
             raise ParameterError("split", self.offsets.tolist(), "the agent blocks of the "
                                  f"checkpointed run ({snap['offsets']})")
@@ -444,21 +443,24 @@ def run(algorithm, problem, graph: Graph, iterations: int, *, split: Sequence[in
         timeout: float = DEFAULT_TIMEOUT, checkpoint_dir: str | Path | None = None,
         checkpoint_every: int = 0, keep_checkpoints: int = 2, resume: bool | str = False,
         seed: int = 0, record: bool = False, float_bits: int = 64,
-        progress: bool | None = None, **kwargs: Any) -> runner.Result:
+        progress: bool | None = None, device: torch.device | str = "cpu",
+        **kwargs: Any) -> runner.Result:
     """:func:`dpnet.run` with the agents spread over the ranks of a process group.
 
     Every rank calls it with the same arguments (SPMD) and gets the same merged
     :class:`~dpnet.runner.Result` (iterates, state, history, bits, transcript of all agents).
     Outside an initialised group it initialises one from torchrun's environment.
     ``split``: agents per rank (default even blocks). ``timeout``: seconds before a silent peer
-    counts as hung. ``checkpoint_dir`` + ``checkpoint_every``: per-rank checkpoints;
+    counts as hung. ``device``: where the rank's rows live (``"cuda"`` exchanges over NCCL; with
+    several GPUs per machine pass ``f"cuda:{local_rank}"``). ``checkpoint_dir`` +
+    ``checkpoint_every``: per-rank checkpoints;
     ``resume=True`` continues from the newest iteration all ranks saved (``"auto"``: if there is
     one, else from the start, for restarts under ``torchrun --max-restarts``). Other keyword
     arguments are :func:`dpnet.run`'s."""
     init_from_env(timeout)
     require(resume in (True, False, "auto"), "resume", resume, "True, False or 'auto'")
     net = DistributedNetwork(graph, record=record, float_bits=float_bits, rng=Streams(seed),
-                             split=split, timeout=timeout)
+                             split=split, timeout=timeout, device=device)
     store = None
     if checkpoint_dir is not None:
         store = RankCheckpoints(checkpoint_dir, net.rank, net.world_size, net.offsets,
@@ -479,7 +481,7 @@ def run(algorithm, problem, graph: Graph, iterations: int, *, split: Sequence[in
         snapshot = store.load(k) if k is not None else None
     try:
         res = runner.run(algorithm, problem, graph, iterations, seed=seed, record=record,
-                         float_bits=float_bits, network=net,
+                         float_bits=float_bits, network=net, device=device,
                          progress=progress if net.rank == 0 else False,
                          checkpoint=store.save if store is not None else None,
                          checkpoint_every=checkpoint_every, resume=snapshot, **kwargs)

@@ -21,16 +21,17 @@ halo order is the identity; :mod:`dpnet.distributed` implements the same contrac
 
 from __future__ import annotations
 
-import copy
 import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 
 from .compression import Compressor, Identity
 from .errors import ParameterError, require
 from .graphs import Graph
+from .graphs.base import laplacian_of
 from .rng import Streams
 
 _DENSE_LIMIT = 128  # below this many agents a dense matmul beats sparse CSR
@@ -134,13 +135,21 @@ class BitLedger:
                 "per_name": dict(self.per_name)}
 
 
-def _sparse_or_dense(M: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
-    T = torch.from_numpy(np.ascontiguousarray(M)).to(dtype)
-    if M.shape[0] <= _DENSE_LIMIT:
-        return T
+def torch_operator(M: sp.sparray, dtype: torch.dtype, device: torch.device | str = "cpu"
+                   ) -> torch.Tensor:
+    """A SciPy sparse (rows, n) matrix as a torch operator on ``device``: dense when it has at
+    most :data:`_DENSE_LIMIT` columns (a small dense matmul beats CSR), else CSR, built from the
+    CSR arrays directly (never through a dense n x n)."""
+    M = sp.csr_array(M)
+    if M.shape[1] <= _DENSE_LIMIT:
+        return torch.from_numpy(M.toarray()).to(dtype=dtype, device=device)
     with warnings.catch_warnings():  # torch flags CSR as beta; CSR @ dense is all we use of it
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
-        return T.to_sparse_csr()
+        warnings.filterwarnings("ignore", message="Sparse invariant checks")
+        return torch.sparse_csr_tensor(torch.from_numpy(M.indptr.astype(np.int64)),
+                                       torch.from_numpy(M.indices.astype(np.int64)),
+                                       torch.from_numpy(M.data), size=M.shape,
+                                       dtype=dtype, device=device)
 
 
 class Network:
@@ -149,8 +158,10 @@ class Network:
     backend = "simulated"
 
     def __init__(self, graph: Graph, record: bool = False, float_bits: int = 64,
-                 rng: Streams | None = None, dtype: torch.dtype = torch.float64) -> None:
+                 rng: Streams | None = None, dtype: torch.dtype = torch.float64,
+                 device: torch.device | str = "cpu") -> None:
         require(float_bits in (16, 32, 64), "float_bits", float_bits, "one of 16, 32, 64")
+        self.device = torch.device(device)
         self.graph = graph
         self.n = graph.n
         self.float_bits = float_bits
@@ -178,7 +189,7 @@ class Network:
         return H
 
     def halo_zeros(self, d: int) -> torch.Tensor:
-        return torch.zeros(self.n, d, dtype=self.dtype)
+        return torch.zeros(self.n, d, dtype=self.dtype, device=self.device)
 
     def set_iteration(self, k: int) -> None:
         self.iteration = int(k)
@@ -204,9 +215,11 @@ class Network:
                                       k=self.iteration, agents=self.agents)
         agents = self.agents
         if active is not None:
-            mask = torch.as_tensor(np.asarray(active), dtype=torch.bool).reshape(-1)
+            mask_np = np.asarray(active.cpu() if torch.is_tensor(active) else active,
+                                 dtype=bool).reshape(-1)
+            mask = torch.from_numpy(mask_np).to(payload.device)
             payload = torch.where(mask[:, None], payload, torch.zeros_like(payload))
-            senders = agents[mask.numpy()]
+            senders = agents[mask_np]
         else:
             senders = agents
         per_msg = compressor.bits(d, self.float_bits)
@@ -214,8 +227,9 @@ class Network:
                            per_msg * self.receivers(matrix)[senders])
         if self.transcript is not None:
             rows = payload if active is None else payload[mask]
+            # the transcript is a result: it lives on the CPU whatever the run's device
             self.transcript.append(TranscriptEntry(self.iteration, name, senders.copy(),
-                                                   rows.detach().clone()))
+                                                   rows.detach().to("cpu", copy=True)))
         return self._to_halo(payload, name, matrix)
 
     def _to_halo(self, payload: torch.Tensor, name: str, matrix: str) -> torch.Tensor:
@@ -226,12 +240,10 @@ class Network:
     def _operator(self, matrix: str, kind: str) -> torch.Tensor:
         key = (matrix, kind)
         if key not in self._ops:
-            M = self.graph.matrix(matrix)
+            M = self.graph.sparse(matrix)
             if kind == "laplacian":
-                off = M.copy()
-                np.fill_diagonal(off, 0.0)
-                M = np.diag(off.sum(axis=1)) - off
-            self._ops[key] = _sparse_or_dense(M, self.dtype)
+                M = laplacian_of(M)
+            self._ops[key] = torch_operator(M, self.dtype, self.device)
         return self._ops[key]
 
     def mix(self, H: torch.Tensor, matrix: str = "W") -> torch.Tensor:
@@ -264,15 +276,21 @@ class Network:
     # -- checkpoints ------------------------------------------------------------------------
     def state_dict(self) -> dict:
         """What a resumed run needs besides the algorithm's state: the bits and messages so far
-        (random draws are keyed by iteration, so nothing about them needs saving)."""
-        return {"ledger": copy.deepcopy(self.ledger), "transcript": copy.deepcopy(self.transcript)}
+        (random draws are keyed by iteration, so nothing about them needs saving). Plain data
+        (copies as tensors, numbers, dicts), so a checkpoint file of it loads without unpickling
+        any class: see :mod:`dpnet.checkpoints`."""
+        from . import checkpoints  # deferred: checkpoints imports this module
+        return {"ledger": checkpoints.ledger_to_state(self.ledger),
+                "transcript": checkpoints.transcript_to_state(self.transcript)}
 
     def load_state_dict(self, sd: dict) -> None:
-        require(sd["ledger"].n == self.n, "network.ledger", sd["ledger"].n, f"n = {self.n}")
+        from . import checkpoints
+        ledger = checkpoints.ledger_from_state(sd["ledger"])
+        require(ledger.n == self.n, "network.ledger.n", ledger.n, f"n = {self.n}")
         require((sd["transcript"] is not None) == self.record, "record", self.record,
                 "the same as in the checkpointed run")
-        self.ledger = copy.deepcopy(sd["ledger"])
-        self.transcript = copy.deepcopy(sd["transcript"])
+        self.ledger = ledger
+        self.transcript = checkpoints.transcript_from_state(sd["transcript"])
 
     def check_shape(self, name: str, X: torch.Tensor, d: int) -> None:
         if tuple(X.shape) != (self.n_local, d):

@@ -9,6 +9,14 @@ Metrics every ``log_every`` iterations (and at the last one), with ``xbar`` the 
   optimum, when known);
 * ``bits``: cumulative bits on the wire; ``bits_per_agent``: the same divided by n.
 
+Cost of one logged row: ``consensus``, ``distance`` and the bits are O(n d) tensor sums (one
+all-reduce in the distributed backend); ``objective`` and ``grad_norm_sq`` evaluate the global
+objective and its gradient at ``xbar`` once, a pass over every agent's data (for a finite-sum
+problem as much as n full local gradients). The default cadence ``log_every="auto"`` logs every
+iteration up to 500 iterations and about 500 rows beyond, so on long runs the metrics stay a small
+share; ``Result.timing`` says how the wall time split between setup, steps, metrics and the
+privacy account (``make bench`` measures the share).
+
 A non-finite value in any state tensor stops the run at once with :class:`NonFiniteError` naming
 the iteration and the variable.
 """
@@ -53,6 +61,7 @@ class Result:
     seed: int
     params: dict[str, Any] = field(default_factory=dict)
     wall_time: float = 0.0
+    timing: dict[str, float] = field(default_factory=dict)
 
     @property
     def bits(self) -> dict:
@@ -80,7 +89,7 @@ class Result:
         return _plain({"algorithm": self.algorithm, "params": self.params,
                        "iterations": self.iterations, "seed": self.seed, "final": last,
                        "bits": self.ledger.as_dict(), "privacy": self.privacy.as_dict(),
-                       "wall_time_s": self.wall_time})
+                       "wall_time_s": self.wall_time, "timing_s": dict(self.timing)})
 
     def to_json(self, path: str | Path) -> Path:
         path = Path(path)
@@ -107,7 +116,11 @@ def _plain(obj):
 
 def _check_finite(state: State, k: int) -> None:
     for name, t in state.items():
-        if torch.is_floating_point(t) and not bool(torch.isfinite(t).all()):
+        # one summing pass: a NaN or inf entry makes the sum non-finite; only then (or when a
+        # finite sum overflowed) is the elementwise check paid for
+        if not torch.is_floating_point(t) or bool(torch.isfinite(t.sum())):
+            continue
+        if not bool(torch.isfinite(t).all()):
             bad = int((~torch.isfinite(t)).any(dim=-1).nonzero()[0, 0]) if t.ndim > 1 else 0
             raise NonFiniteError(k, name, f"first bad row {bad}")
 
@@ -128,7 +141,7 @@ def _restore(snap: dict, algorithm: Algorithm, graph: Graph, seed: int, K: int, 
         for v in rows.values():  # a final row of a shorter run that this one would not log
             v.pop()
     tracker.rows = rows
-    return k0, {name: t.detach().clone() for name, t in snap["state"].items()}
+    return k0, {name: t.detach().to(net.device, copy=True) for name, t in snap["state"].items()}
 
 
 def _progress(total: int, enabled: bool | None):
@@ -153,8 +166,14 @@ class Metrics:
                                        "distance", "bits", "bits_per_agent")}
         for k in self.extra:
             self.rows[k] = []
+        self.seconds = 0.0   # wall time spent logging (Result.timing["metrics"])
 
     def log(self, k: int, x: torch.Tensor, state: State) -> None:
+        start = time.perf_counter()
+        self._log(k, x, state)
+        self.seconds += time.perf_counter() - start
+
+    def _log(self, k: int, x: torch.Tensor, state: State) -> None:
         net, n = self.net, self.net.n
         ref = self.reference
         local_dist = float(((x - ref) ** 2).sum()) if ref is not None else 0.0
@@ -176,7 +195,7 @@ class Metrics:
         per-rank data) sums its agents' terms, and one all-reduce adds the ranks' sums."""
         problem, net = self.problem, self.net
         if problem.held is None:
-            return problem.loss(xbar), problem.global_grad(xbar)
+            return problem.loss_and_grad(xbar)
         Xbar = xbar.reshape(1, -1).expand(net.n_local, -1)
         terms = torch.cat([problem.local_loss(Xbar, net.agents).reshape(-1, 1).double(),
                            problem.grad(Xbar, net.agents).double()], dim=1)
@@ -187,15 +206,33 @@ class Metrics:
         return {k: np.asarray(v) for k, v in self.rows.items()}
 
 
+#: the "auto" cadence logs about this many rows (every iteration on shorter runs)
+AUTO_LOG_ROWS = 500
+
+
+def log_cadence(log_every: int | str, iterations: int) -> int:
+    """``log_every`` as a positive int: ``"auto"`` is ``max(1, iterations // 500)``."""
+    if isinstance(log_every, str):
+        if log_every != "auto":
+            raise ParameterError("log_every", log_every, "a positive integer or 'auto'")
+        return max(1, iterations // AUTO_LOG_ROWS)
+    return positive_int("log_every", log_every)
+
+
+def _to_cpu_numpy(t: torch.Tensor) -> np.ndarray:
+    return t.detach().to("cpu").numpy().copy()
+
+
 def run(algorithm: Algorithm, problem: Problem, graph: Graph, iterations: int,
-        x0: torch.Tensor | np.ndarray | None = None, seed: int = 0, log_every: int = 1,
+        x0: torch.Tensor | np.ndarray | None = None, seed: int = 0,
+        log_every: int | str = "auto",
         record: bool = False, float_bits: int = 64, reference: torch.Tensor | None | str = "auto",
         privacy: dict[str, Any] | None = None, progress: bool | None = None,
         network: Network | None = None,
         metrics: dict[str, Callable[[State, int], float]] | None = None,
         callback: Callable[[int, State], None] | None = None,
         checkpoint: Callable[[dict], None] | None = None, checkpoint_every: int = 0,
-        resume: dict | None = None) -> Result:
+        resume: dict | None = None, device: torch.device | str | None = None) -> Result:
     """Run ``algorithm`` for ``iterations`` steps on ``problem`` over ``graph``.
 
     ``x0``: ``(n, d)`` or ``(d,)`` (default: the problem's ``U[0,1]^d`` start from ``seed``).
@@ -204,27 +241,42 @@ def run(algorithm: Algorithm, problem: Problem, graph: Graph, iterations: int,
     uses the problem's optimum for the distance metric when it knows one.
     ``checkpoint_every=m`` hands ``checkpoint`` a snapshot dict every m iterations;
     ``resume=snapshot`` continues from one and reproduces the uninterrupted run exactly (draws are
-    keyed by iteration, so the state, history, ledger and transcript are all there is to save)."""
+    keyed by iteration, so the state, history, ledger and transcript are all there is to save).
+    ``log_every="auto"``: every iteration up to 500, about 500 rows beyond (see the module
+    docstring for what a row costs).
+    ``device``: where state, problem data, noise, compression and mixing live (``"cuda"``,
+    ``"cpu"``, any torch device; default: the given network's, else the CPU); the result, its
+    history and transcript are NumPy arrays on the CPU whatever the device."""
+    setup_start = time.perf_counter()
     K = positive_int("iterations", iterations) if iterations != 0 else 0
-    log_every = positive_int("log_every", log_every)
+    log_every = log_cadence(log_every, K)
+    if device is None:
+        device = network.device if network is not None else torch.device("cpu")
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    if network is not None and network.device != device:
+        raise ParameterError("device", str(device), f"the network's device ({network.device})")
     if problem.n_agents != graph.n:
         raise ParameterError("graph.n", graph.n, f"the problem has n_agents = {problem.n_agents}")
     algorithm.check_graph(graph)
     algorithm.check_problem(problem)
     rng = Streams(seed)
-    net = network or Network(graph, record=record, float_bits=float_bits, rng=rng)
+    net = network or Network(graph, record=record, float_bits=float_bits, rng=rng, device=device)
+    problem = problem.to(device)
     if problem.held is not None and not np.isin(net.agents, problem.held).all():
         raise ParameterError("problem.held", ranges_text(problem.held), "the data of every agent of "
                              f"this process ({ranges_text(net.agents)}); restrict() to them")
     x0 = problem.default_x0(seed) if x0 is None else x0
-    X0 = problem.check_x(x0)[torch.as_tensor(net.agents)]
+    X0 = problem.check_x(x0)[torch.as_tensor(net.agents, device=device)]
     if isinstance(reference, str):
         reference = problem.optimum() if reference == "auto" else None
     if reference is not None:
-        reference = torch.as_tensor(reference, dtype=torch.float64).reshape(-1)
+        reference = torch.as_tensor(reference, dtype=torch.float64).reshape(-1).to(device)
     ctx = Context(problem, net, rng)
     tracker = Metrics(problem, net, reference, metrics)
     start = time.perf_counter()
+    setup_s = start - setup_start
     net.set_iteration(0)
     state = algorithm.init(ctx, X0)  # also on resume: algorithms may set up caches here
     if resume is None:
@@ -252,14 +304,19 @@ def run(algorithm: Algorithm, problem: Problem, graph: Graph, iterations: int,
     if bar is not None:
         bar.close()
     wall = time.perf_counter() - start
+    privacy_start = time.perf_counter()
     try:
         guarantee = algorithm.privacy(problem, graph, iterations=K, **(privacy or {}))
     except ParameterError as err:
         if privacy:  # constants were given explicitly: their failure is the user's to see
             raise
         guarantee = PrivacyGuarantee.none(f"no guarantee computed: {err}", K)
-    x = net.gather(algorithm.iterate(state)).detach().numpy().copy()
+    privacy_s = time.perf_counter() - privacy_start
+    x = _to_cpu_numpy(net.gather(algorithm.iterate(state)))
+    timing = {"setup": setup_s, "steps": wall - tracker.seconds, "metrics": tracker.seconds,
+              "privacy": privacy_s}
     return Result(algorithm=algorithm.name, x=x, history=tracker.arrays(), ledger=net.ledger,
                   privacy=guarantee, transcript=net.transcript,
-                  state={k: v.detach().numpy().copy() for k, v in state.items()},
-                  iterations=K, seed=seed, params=algorithm.params(), wall_time=wall)
+                  state={k: _to_cpu_numpy(v) for k, v in state.items()},
+                  iterations=K, seed=seed, params=algorithm.params(), wall_time=wall,
+                  timing=timing)

@@ -83,17 +83,17 @@ class DOADP(Algorithm):
     def init(self, ctx: Context, x0) -> State:
         zeros = torch.zeros_like(x0)
         return {"x": x0, "m": zeros, "x_hat": ctx.net.halo_zeros(ctx.dim).to(x0.dtype),
-                "active": torch.ones(x0.shape[0], dtype=torch.bool)}
+                "active": torch.ones(x0.shape[0], dtype=torch.bool, device=x0.device)}
 
     def step(self, ctx: Context, state: State, k: int) -> State:
         net = ctx.net
         x, m, x_hat = state["x"], state["m"], state["x_hat"]
-        active = torch.from_numpy(ctx.rng.bernoulli("activation", k, ctx.agents, self.p))
+        active = torch.from_numpy(ctx.rng.bernoulli("activation", k, ctx.agents, self.p)).to(ctx.net.device)
         rows = active.nonzero().flatten()
         upd = torch.zeros_like(x)                      # g + theta on active rows, 0 elsewhere
         if len(rows):
             g = clipped_stochastic_grad(ctx.problem, x[rows], ctx.rng, k, self.batch_size,
-                                        ctx.agents[rows.numpy()], clip=self.clip)
+                                        ctx.agents[rows.cpu().numpy()], clip=self.clip)
             theta = ctx.noise(self._noise, "noise", k).to(x.dtype)[rows]
             upd[rows] = g.to(x.dtype) + theta
         m_next = upd + self.beta * m                                                   # (5a)
@@ -101,7 +101,7 @@ class DOADP(Algorithm):
         x_next = (x - self.alpha * active[:, None].to(x.dtype) * m_next
                   - self.gamma * net.laplacian(x_hat))                                  # (5b)
         s = net.exchange(x_next - net.own(x_hat), "s", self.compressor(x.shape[1]),
-                         active=active.numpy())                                        # (5c)
+                         active=active.cpu().numpy())                                        # (5c)
         return {"x": x_next, "m": m_next, "x_hat": x_hat + s, "active": active}         # (5d)
 
     # -- privacy ----------------------------------------------------------------------------

@@ -75,16 +75,16 @@ class DPDDA(BoxConstrained, Algorithm):
     def init(self, ctx: Context, x0) -> State:
         x0 = self._project(x0)
         return {"x": x0, "z": torch.zeros_like(x0), "x_avg": x0.clone(),
-                "active": torch.ones(x0.shape[0], dtype=torch.bool)}
+                "active": torch.ones(x0.shape[0], dtype=torch.bool, device=x0.device)}
 
     def step(self, ctx: Context, state: State, t: int) -> State:
         x, z = state["x"], state["z"]
-        active = torch.from_numpy(ctx.rng.bernoulli("activation", t, ctx.agents, self.p))
+        active = torch.from_numpy(ctx.rng.bernoulli("activation", t, ctx.agents, self.p)).to(ctx.net.device)
         rows = active.nonzero().flatten()
         upd = torch.zeros_like(x)
         if len(rows):
             g = clipped_stochastic_grad(ctx.problem, x[rows], ctx.rng, t, self.batch_size,
-                                        ctx.agents[rows.numpy()], clip=self.clip)
+                                        ctx.agents[rows.cpu().numpy()], clip=self.clip)
             upd[rows] = g.to(x.dtype) + ctx.noise(self._noise, "noise", t).to(x.dtype)[rows]
         z_next = ctx.net.mix(ctx.net.exchange(z, "z")) + upd
         x_next = self._project(-z_next / self.beta(t + 1))

@@ -45,13 +45,13 @@ class BinomialQuantizer(Compressor):
     def compress(self, X, rng=None, purpose="", k=0, agents=None):
         agents = np.arange(X.shape[0]) if agents is None else np.asarray(agents)
         d = X.shape[1]
-        t = (X.clamp(-self.clip, self.clip) + self.clip).double().numpy() / self.step
+        t = (X.clamp(-self.clip, self.clip) + self.clip).double().cpu().numpy() / self.step
         low = np.floor(t)
         u = rng.uniform(purpose + "/round", k, agents, d)
         U = low + (u < t - low)
         z = stats.binom.ppf(rng.uniform(purpose + "/binomial", k, agents, d), self.trials, self.p)
         out = -self.clip + self.step * (U + z - self.trials * self.p)
-        return torch.from_numpy(out).to(X.dtype)
+        return torch.from_numpy(out).to(X.device, X.dtype)
 
     def bits(self, d, float_bits=64):
         return d * math.ceil(math.log2(self.levels + self.trials))
