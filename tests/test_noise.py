@@ -152,3 +152,76 @@ def test_other_bad_inputs():
         noise.Laplace([1.0, 2.0, 3.0]).scale_at(0, 4)
     with pytest.raises(ParameterError, match="1-d"):
         noise.Laplace([[1.0, 2.0]])
+
+
+# ---- devices and paths --------------------------------------------------------------------------
+
+NOISES = [noise.Laplace([0.5, 1.0, 0.0, 4.0], decay=0.9), noise.Gaussian([1.0, 3.0, 0.5, 2.0])]
+
+
+@pytest.mark.parametrize("nz", NOISES, ids=["laplace", "gaussian"])
+@pytest.mark.parametrize("device", [None, "cpu", torch.device("cpu")])
+def test_cpu_sample_is_the_standard_draw_times_the_scale(nz, device):
+    rng, agents = Streams(11), np.array([3, 0, 2])
+    z = nz.sample(rng, "noise_x", 4, agents, 4, 300, device=device)
+    assert z.device.type == "cpu" and z.dtype == torch.float64
+    draw = rng.laplace if isinstance(nz, noise.Laplace) else rng.gaussian
+    hand = draw("noise_x", 4, agents, 300) * nz.scale_at(4, 4)[agents][:, None]
+    assert np.array_equal(z.numpy().view(np.int64), hand.view(np.int64))
+
+
+@pytest.mark.parametrize("nz", NOISES, ids=["laplace", "gaussian"])
+def test_sample_without_the_kernels_is_bit_identical(nz, monkeypatch):
+    from dpnet import rng as rng_module
+
+    fast = nz.sample(Streams(2), "noise_y", 7, np.arange(4), 4, 5000).numpy()
+    monkeypatch.setattr(rng_module, "_USE_KERNELS", False)
+    slow = nz.sample(Streams(2), "noise_y", 7, np.arange(4), 4, 5000).numpy()
+    assert np.array_equal(fast.view(np.int64), slow.view(np.int64))
+
+
+@pytest.mark.parametrize("nz", NOISES, ids=["laplace", "gaussian"])
+def test_the_torch_path_agrees_with_the_cpu_path(nz):
+    """What a GPU would run, forced on the CPU: same uniforms, transforms equal up to rounding."""
+    rng, agents = Streams(5), np.arange(4)
+    cpu = nz.sample(rng, "noise_x", 3, agents, 4, 2000).numpy()
+    scale = nz.scale_at(3, 4)[agents]
+    dev = nz._sample_tensor(rng, "noise_x", 3, agents, 2000, scale, torch.device("cpu"))
+    assert dev.dtype == torch.float64
+    np.testing.assert_array_max_ulp(dev.numpy(), cpu, 4)
+    assert np.all(dev.numpy()[2] == 0.0) == np.all(cpu[2] == 0.0)
+
+
+def test_zero_noise_lands_on_the_requested_device():
+    z = noise.Laplace(0.0).sample(Streams(0), "p", 0, np.arange(2), 2, 3, dtype=torch.float32,
+                                  device="cpu")
+    assert z.device.type == "cpu" and z.dtype == torch.float32 and not z.any()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("nz", NOISES, ids=["laplace", "gaussian"])
+def test_cuda_sample_stays_on_the_device_and_matches_the_cpu(nz):
+    rng, agents = Streams(8), np.arange(4)
+    gpu = nz.sample(rng, "noise_x", 2, agents, 4, 1000, dtype=torch.float64, device="cuda")
+    assert gpu.device.type == "cuda" and gpu.dtype == torch.float64
+    cpu = nz.sample(rng, "noise_x", 2, agents, 4, 1000).numpy()
+    np.testing.assert_array_max_ulp(gpu.cpu().numpy(), cpu, 8)
+    g32 = nz.sample(rng, "noise_x", 2, agents, 4, 1000, dtype=torch.float32, device="cuda")
+    assert g32.dtype == torch.float32 and g32.device.type == "cuda"
+    zero = noise.Gaussian(0.0).sample(rng, "p", 0, agents, 4, 3, device="cuda")
+    assert zero.device.type == "cuda" and not zero.any()
+
+
+def test_a_subclass_without_a_torch_path_still_samples_on_any_device():
+    class Uniformish(noise.Noise):
+        def _standard(self, rng, purpose, k, agents, dim, scale=None):
+            z = rng.uniform(purpose, k, agents, dim) - 0.5
+            return z if scale is None else z * scale[:, None]
+
+        def variance_at(self, k, n):
+            return self.scale_at(k, n) ** 2 / 12.0
+
+    nz, rng, agents = Uniformish(2.0), Streams(4), torch.arange(3)
+    cpu = nz.sample(rng, "u", 1, agents, 3, 6)
+    forced = nz._sample_tensor(rng, "u", 1, agents.numpy(), 6, nz.scale_at(1, 3), torch.device("cpu"))
+    assert torch.equal(cpu, forced)

@@ -8,6 +8,9 @@ length n). Scale 0 is allowed and then the noise is exactly zero. ``Laplace(b)``
 
 Draws come from the run's :class:`dpnet.rng.Streams` under a purpose name, so the draw of agent i
 at iteration k is the same whichever process makes it and whichever other agents are drawn.
+``Noise.sample(..., device=...)`` draws on the CPU through the compiled path (scale fused into the
+kernel) or, for any other device, with torch on that device from the same streams, so noise for
+iterates on a GPU never crosses the bus.
 """
 
 from __future__ import annotations
@@ -106,23 +109,54 @@ class Noise(ABC):
         return self.schedule.at(k, n)
 
     def sample(self, rng: Streams, purpose: str, k: int, agents: np.ndarray | torch.Tensor,
-               n: int, dim: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
-        """Noise of the agents ``agents`` (global indices, of n in all) at iteration k: (len, dim)."""
+               n: int, dim: int, dtype: torch.dtype = torch.float64,
+               device: torch.device | str | None = None) -> torch.Tensor:
+        """Noise of the agents ``agents`` (global indices, of n in all) at iteration k: (len, dim).
+
+        On the CPU (``device`` None or a CPU device) the draws come from the compiled CPU path
+        with the scale fused in; on any other device they are computed there by torch from the
+        same streams (same uniforms; values equal to the CPU ones up to the rounding of
+        ``log1p``/``log``/``cos``), so no noise crosses the bus.
+        """
+        if isinstance(agents, torch.Tensor):
+            agents = agents.cpu()           # ids may live with the iterates, e.g. on a GPU
         agents = np.asarray(agents, dtype=np.int64)
+        device = torch.device("cpu") if device is None else torch.device(device)
         if self.is_zero:
-            return torch.zeros(len(agents), dim, dtype=dtype)
+            return torch.zeros(len(agents), dim, dtype=dtype, device=device)
         scale = self.scale_at(k, n)[agents]
-        z = self._standard(rng, purpose, k, agents, dim)
-        return torch.from_numpy(z * scale[:, None]).to(dtype)
+        if device.type == "cpu":
+            return torch.from_numpy(self._scaled(rng, purpose, k, agents, dim, scale)).to(dtype)
+        return self._sample_tensor(rng, purpose, k, agents, dim, scale, device).to(dtype)
+
+    def _scaled(self, rng: Streams, purpose: str, k: int, agents: np.ndarray, dim: int,
+                scale: np.ndarray) -> np.ndarray:
+        """Float64 draws times the per-agent scale (the same product as ``standard * scale``)."""
+        if isinstance(rng, Streams):
+            return self._standard(rng, purpose, k, agents, dim, scale=scale)
+        # a duck-typed stream may not take ``scale``
+        return self._standard(rng, purpose, k, agents, dim) * scale[:, None]
+
+    def _sample_tensor(self, rng: Streams, purpose: str, k: int, agents: np.ndarray, dim: int,
+                       scale: np.ndarray, device: torch.device) -> torch.Tensor:
+        """Float64 draws times the scale, computed by torch on ``device``."""
+        z = self._standard_tensor(rng, purpose, k, agents, dim, device)
+        return z * torch.as_tensor(scale, dtype=torch.float64, device=device)[:, None]
 
     @abstractmethod
     def variance_at(self, k: int, n: int) -> np.ndarray:
         """Per-coordinate variance of each agent's noise at iteration k."""
 
     @abstractmethod
-    def _standard(self, rng: Streams, purpose: str, k: int, agents: np.ndarray,
-                  dim: int) -> np.ndarray:
-        """Unit-scale draws of shape (len(agents), dim)."""
+    def _standard(self, rng: Streams, purpose: str, k: int, agents: np.ndarray, dim: int,
+                  scale: np.ndarray | None = None) -> np.ndarray:
+        """Unit-scale draws of shape (len(agents), dim), row i times ``scale[i]`` if given."""
+
+    def _standard_tensor(self, rng: Streams, purpose: str, k: int, agents: np.ndarray, dim: int,
+                         device: torch.device) -> torch.Tensor:
+        """Unit-scale float64 draws computed by torch on ``device``. This default draws on the
+        CPU and copies (correct for any subclass); Laplace and Gaussian compute on the device."""
+        return torch.from_numpy(self._standard(rng, purpose, k, agents, dim)).to(device)
 
     def per_agent_params(self, i: int, n: int) -> dict:
         """Scalar parameters of agent i (used by accountants)."""
@@ -155,8 +189,13 @@ class Laplace(Noise):
 
     kind = "laplace"
 
-    def _standard(self, rng, purpose, k, agents, dim):
-        return rng.laplace(purpose, k, agents, dim)
+    def _standard(self, rng, purpose, k, agents, dim, scale=None):
+        if scale is None:
+            return rng.laplace(purpose, k, agents, dim)
+        return rng.laplace(purpose, k, agents, dim, scale=scale)
+
+    def _standard_tensor(self, rng, purpose, k, agents, dim, device):
+        return rng.laplace_tensor(purpose, k, agents, dim, device=device)
 
     def variance_at(self, k: int, n: int) -> np.ndarray:
         return 2.0 * self.scale_at(k, n) ** 2
@@ -167,8 +206,13 @@ class Gaussian(Noise):
 
     kind = "gaussian"
 
-    def _standard(self, rng, purpose, k, agents, dim):
-        return rng.gaussian(purpose, k, agents, dim)
+    def _standard(self, rng, purpose, k, agents, dim, scale=None):
+        if scale is None:
+            return rng.gaussian(purpose, k, agents, dim)
+        return rng.gaussian(purpose, k, agents, dim, scale=scale)
+
+    def _standard_tensor(self, rng, purpose, k, agents, dim, device):
+        return rng.gaussian_tensor(purpose, k, agents, dim, device=device)
 
     def variance_at(self, k: int, n: int) -> np.ndarray:
         return self.scale_at(k, n) ** 2

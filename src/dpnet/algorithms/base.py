@@ -60,7 +60,8 @@ class Context:
 
     def noise(self, noise: Noise, purpose: str, k: int) -> torch.Tensor:
         """This iteration's draw of ``noise`` for the local agents, ``(n_local, d)``."""
-        return noise.sample(self.rng, purpose, k, self.agents, self.n, self.dim, self.net.dtype)
+        return noise.sample(self.rng, purpose, k, self.agents, self.n, self.dim, self.net.dtype,
+                            device=self.net.device)
 
 
 class Algorithm(ABC):

@@ -1,0 +1,356 @@
+"""Counter-based streams: the compiled, NumPy and torch paths give the bits of the original chain.
+
+The uniforms and sort keys are pinned exactly (values computed by the original implementation
+before the compiled kernels existed) and compared bit for bit with a plain NumPy restatement of
+the chain on random keys. Laplace and Gaussian draws are compared bit for bit with the restatement
+on the same machine; against the pinned values they get 2 ulp, because NumPy's own ``log1p``,
+``log`` and ``cos`` dispatch on the CPU's SIMD extensions and move by 1-2 ulp between CPUs.
+"""
+
+import os
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from dpnet import rng
+from dpnet.errors import ParameterError
+from dpnet.rng import Streams
+
+needs_numba = pytest.mark.skipif(rng._numba is None, reason="numba not installed or disabled")
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+PINS = [
+    dict(key=(0, 'p', 3, [0, 1, 999], 5),
+         U=('0x1.218e9698f3804p-1 0x1.5be6b740f321dp-2 0x1.b607f45a4ecb2p-1 0x1.a36fc9dcbcc3ap-1 '
+             '0x1.43e946e276871p-2 | 0x1.b66b34f4c918cp-1 0x1.6671dbcd081e2p-3 0x1.01b44bb307051p-2 '
+             '0x1.b7e884da5c3fcp-1 0x1.d8531376bec68p-1 | 0x1.7215995065a54p-1 0x1.0b67d89abe18dp-2 '
+             '0x1.00566041a4798p-1 0x1.0cb6080358fdep-1 0x1.37595e177abf0p-1'),
+         K=('0x90c74b4c79c01f5c 0x56f9add03cc875bf 0xdb03fa2d27658f94 0xd1b7e4ee5e61ccc4 '
+             '0x50fa51b89da1c4e4 | 0xdb359a7a648c6528 0x2cce3b79a103c129 0x406d12ecc1c1473e '
+             '0xdbf4426d2e1fe111 0xec2989bb5f633eae | 0xb90acca832d2a1f9 0x42d9f626af86320a '
+             '0x802b3020d23cb86f 0x865b0401ac7eea8e 0x9bacaf0bbd5f78b7'),
+         L=('0x1.1fc1dddb14f49p-3 -0x1.8bae037aaddf6p-2 0x1.3dd51028293ffp+0 0x1.046cc094d783ap+0 '
+             '-0x1.d4d7f7e7ce3f2p-2 | 0x1.3f2d7861be6f2p+0 -0x1.0cb8f56385cd8p+0 -0x1.5f7e7cd2e2514p-1'
+             ' 0x1.4469b9240ae39p+0 0x1.dd4c333f8010fp+0 | 0x1.2e0d3c1663d71p-1 -0x1.4c92d837fa017p-1 '
+             '0x1.59bb5d523ede8p-10 0x1.a133078b41110p-5 0x1.f2ea3b17ff6f6p-3'),
+         G=('-0x1.cf6e642c395a2p-6 0x1.5dfcf74204dddp+0 -0x1.68453799b1b8ap-3 -0x1.1eb598916cd23p-1 '
+             '-0x1.2b5c50b38e0b6p-3 | -0x1.dac8a990cb0c0p-2 -0x1.5519960a8d615p-2 '
+             '-0x1.a3c7906332a21p+0 0x1.14cb5bed919abp-1 0x1.1839d658c8945p-2 | -0x1.e070f50976437p-3 '
+             '-0x1.96599273eda1ep+0 -0x1.d014c78688b39p-1 0x1.ee150356399aap-2 -0x1.e765b3d9df271p-1'),
+         B=[False, False, False]),
+    dict(key=(12345, 'noise_x', 0, [7, 1099511627776], 3),
+         U=('0x1.44bc9df53eb94p-4 0x1.e33a7cff44f2ep-1 0x1.81684ad96fa40p-1 | 0x1.84d5d5f4035aep-1 '
+             '0x1.1a47dbb151d0ap-1 0x1.ab3aa21e04580p-1'),
+         K=('0x144bc9df53eb9545 0xf19d3e7fa279727c 0xc0b4256cb7d1f988 | 0xc26aeafa01ad752f '
+             '0x8d23edd8a8e85037 0xd59d510f022c02b4'),
+         L=('-0x1.d7735c7d2d8efp+0 0x1.17c8008cbbcd0p+1 0x1.688d569d947f6p-1 | 0x1.769b798108a03p-1 '
+             '0x1.bbad04373df18p-4 0x1.1aeffbf566b31p+0'),
+         G=('-0x1.d333a918436eap-6 0x1.aee77b6f42dddp-3 0x1.95d01ee4f5fdbp-7 | -0x1.70052811d9512p-1 '
+             '-0x1.cc71f88e3ab11p-4 -0x1.0056b231ae1ffp-1'),
+         B=[True, False]),
+    dict(key=(9223372036854775813, 'compress/top/dither', 18446744073709551615, [0], 4),
+         U='0x1.33049ee07d468p-1 0x1.5a69d1fb2ed12p-3 0x1.a2615bf13dd32p-1 0x1.4bebbb834b8eep-1',
+         K='0x99824f703ea342ef 0x2b4d3a3f65da213c 0xd130adf89ee9910c 0xa5f5ddc1a5c772c2',
+         L='0x1.c72de62ec68dfp-3 -0x1.15767a078dc42p+0 0x1.0185117c064e2p+0 0x1.68393dacfccf3p-2',
+         G='0x1.0249e743a7fa1p+0 0x1.737089e8ad3e6p-1 0x1.15ab44596a8aap-1 0x1.deb8890910946p-2',
+         B=[False]),
+    dict(key=(1, 'noise_y', -1, [3], 2),
+         U='0x1.1c099566a1718p-1 0x1.e9f6089206c6fp-2',
+         K='0x8e04cab350b8b8fb 0x7a7d822481b1bba4',
+         L='0x1.db1ea4f8775bdp-4 -0x1.686ff09bcedffp-5',
+         G='0x1.2247909c1937ap-4 -0x1.5563b059500eap-1',
+         B=[False]),
+]
+NL = ('-0x1.0f5522219c907p-1 -0x1.f361796ab2a05p-2 -0x1.540a7358de0f1p+0 | -0x1.e6aed15a38e94p-1 '
+      '-0x1.0add66a5a3f57p+2 0x1.57c34e60cf648p-8 | 0x1.c49139fe7e698p-3 0x1.30810d3b49b4cp-2 '
+      '0x1.0171e83ffcfb6p-1')
+NG = ('-0x1.71fdb7e80df55p-5 0x1.437c5f5c7b4c0p-1 0x1.6a634d0867d01p-3 | 0x1.59adef709f3a0p-3 '
+      '0x1.b8dcde8f46630p-5 0x1.615f3fb4191cfp-3')
+
+
+# ---- a plain restatement of the chain (the reference) -------------------------------------------
+
+MASK = 2**64 - 1
+GOLDEN, M1, M2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+
+
+def ref_mix_int(z: int) -> int:
+    z = (z + GOLDEN) & MASK
+    z = ((z ^ (z >> 30)) * M1) & MASK
+    z = ((z ^ (z >> 27)) * M2) & MASK
+    return z ^ (z >> 31)
+
+
+def ref_mix(z: np.ndarray) -> np.ndarray:
+    z = z + np.uint64(GOLDEN)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(M1)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(M2)
+    return z ^ (z >> np.uint64(31))
+
+
+def ref_row_keys(seed: int, purpose: str, iteration: int, agents) -> np.ndarray:
+    raw = purpose.encode()
+    pkey = (zlib.crc32(raw) << 32) | zlib.crc32(raw[::-1] + b"#")
+    h = ref_mix_int(ref_mix_int(ref_mix_int(seed) ^ pkey) ^ (iteration & MASK))
+    return ref_mix(np.uint64(h) ^ np.asarray(agents, dtype=np.int64).astype(np.uint64))
+
+
+def ref_bits_from_rows(rows: np.ndarray, width: int) -> np.ndarray:
+    cols = np.arange(width, dtype=np.uint64) * np.uint64(GOLDEN)
+    return ref_mix(rows[:, None] ^ cols[None, :])
+
+
+def ref_uniform_from_rows(rows, width):
+    bits = ref_bits_from_rows(rows, width)
+    return ((bits >> np.uint64(11)).astype(np.float64) + 0.5) * 2.0**-53
+
+
+def ref_laplace_from_rows(rows, width):
+    v = ref_uniform_from_rows(rows, width) - 0.5
+    return -np.sign(v) * np.log1p(-2.0 * np.abs(v))
+
+
+def ref_gaussian_from_rows(rows, width):
+    u = ref_uniform_from_rows(rows, 2 * width)
+    return np.sqrt(-2.0 * np.log(u[:, :width])) * np.cos(2.0 * np.pi * u[:, width:])
+
+
+def same_bits(a, b) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(
+        np.ascontiguousarray(a).view(np.uint64), np.ascontiguousarray(b).view(np.uint64))
+
+
+def hexes(text: str) -> np.ndarray:
+    return np.array([[float.fromhex(x) for x in row.split()] for row in text.split("|")])
+
+
+def uints(text: str) -> np.ndarray:
+    return np.array([[int(x, 16) for x in row.split()] for row in text.split("|")], dtype=np.uint64)
+
+
+def random_keys(count: int, seed: int = 2024):
+    """(seed, purpose, iteration, agents, width) covering huge seeds, negative and 64-bit
+    iterations, large agent ids, empty and wide blocks (wider than a kernel tile)."""
+    g = np.random.default_rng(seed)
+    fixed = [(2**64 - 1, "x", -(2**40), [0, 2**50], 3), (5, "y", 0, [], 4), (6, "z", 1, [3], 0),
+             (7, "compress/top/dither", 2**63 + 11, [1, 2], rng._CHUNK + 37)]
+    out = list(fixed)
+    for _ in range(count - len(fixed)):
+        agents = g.choice(10**6, size=int(g.integers(1, 40)), replace=False)
+        out.append((int(g.integers(0, 2**63)), f"p{int(g.integers(100))}",
+                    int(g.integers(-5, 2**62)), agents.tolist(), int(g.integers(1, 600))))
+    return out
+
+
+KEYS = random_keys(24)
+
+
+@pytest.fixture(params=["default", "numpy", "small-tiles"])
+def path(request, monkeypatch):
+    """Each CPU path: as shipped, the NumPy chain, and the kernels on tiny tiles (many partial
+    tiles, rows split across tiles)."""
+    if request.param == "numpy":
+        monkeypatch.setattr(rng, "_USE_KERNELS", False)
+    elif request.param == "small-tiles":
+        if rng._numba is None:
+            pytest.skip("numba not installed or disabled")
+        monkeypatch.setattr(rng, "_CHUNK", 7)
+    return request.param
+
+
+# ---- pinned values ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("pin", PINS, ids=lambda p: str(p["key"][:3]))
+def test_pinned_values_of_the_original_implementation(pin, path):
+    seed, purpose, it, agents, width = pin["key"]
+    s = Streams(seed)
+    assert same_bits(s.uniform(purpose, it, agents, width), hexes(pin["U"]))
+    assert same_bits(s.permutation_keys(purpose, it, agents, width), uints(pin["K"]))
+    assert s.bernoulli(purpose, it, agents, 0.5).tolist() == pin["B"]
+    np.testing.assert_array_max_ulp(s.laplace(purpose, it, agents, width), hexes(pin["L"]), 2)
+    np.testing.assert_array_max_ulp(s.gaussian(purpose, it, agents, width), hexes(pin["G"]), 2)
+
+
+# ---- every path against the restatement, bit for bit --------------------------------------------
+
+@pytest.mark.parametrize("key", KEYS, ids=range(len(KEYS)))
+def test_every_path_gives_the_bits_of_the_original_chain(key, path):
+    seed, purpose, it, agents, width = key
+    s, rows = Streams(seed), ref_row_keys(seed, purpose, it, agents)
+    assert same_bits(s.permutation_keys(purpose, it, agents, width),
+                     ref_bits_from_rows(rows, width))
+    assert same_bits(s.uniform(purpose, it, agents, width), ref_uniform_from_rows(rows, width))
+    assert same_bits(s.laplace(purpose, it, agents, width), ref_laplace_from_rows(rows, width))
+    assert same_bits(s.gaussian(purpose, it, agents, width), ref_gaussian_from_rows(rows, width))
+    p = np.linspace(0.0, 1.0, len(agents))
+    assert np.array_equal(s.bernoulli(purpose, it, agents, p),
+                          ref_uniform_from_rows(rows, 1)[:, 0] < p)
+
+
+@pytest.mark.parametrize("key", KEYS[:8], ids=range(8))
+def test_fused_scale_is_the_same_product(key, path):
+    seed, purpose, it, agents, width = key
+    s = Streams(seed)
+    scale = np.linspace(0.0, 3.0, len(agents))
+    for draw in (s.laplace, s.gaussian):
+        assert same_bits(draw(purpose, it, agents, width, scale=scale),
+                         draw(purpose, it, agents, width) * scale[:, None])
+
+
+def unmix(y: int) -> int:
+    """Inverse of the SplitMix64 finaliser: the input whose hash is ``y``."""
+    y = y ^ (y >> 31) ^ (y >> 62)
+    y = (y * pow(M2, -1, 2**64)) & MASK
+    y = y ^ (y >> 27) ^ (y >> 54)
+    y = (y * pow(M1, -1, 2**64)) & MASK
+    y = y ^ (y >> 30) ^ (y >> 60)
+    return (y - GOLDEN) & MASK
+
+
+class CraftedRows(Streams):
+    """Streams whose row keys are given: coordinate 0 of row i then has the chosen bits."""
+
+    def __init__(self, rows: np.ndarray) -> None:
+        super().__init__(0)
+        self.rows = rows
+
+    def _row_keys(self, purpose, iteration, agents):
+        return self.rows[np.asarray(agents)]
+
+
+# top 53 bits at the edges: u's extremes, just below/at/above 1/2 (u = 1/2 exactly for 2^52: the
+# sign is 0), and 2^53 - 1, where (m + 0.5) rounds up to 2^53 and u = 1 exactly (Laplace +inf)
+EDGE_TOPS = [0, 1, 2**52 - 1, 2**52, 2**52 + 1, 2**53 - 2, 2**53 - 1]
+
+
+def test_edge_uniforms_take_the_same_path_through_every_branch(path):
+    assert all(ref_mix_int(unmix(y)) == y for y in (0, 1, MASK, 2**63 + 12345))
+    rows = np.array([unmix((top << 11) | 0x5A5) for top in EDGE_TOPS], dtype=np.uint64)
+    s, agents = CraftedRows(rows), np.arange(len(rows))
+    bits = s.permutation_keys("any", 0, agents, 1)[:, 0]
+    assert [int(b) >> 11 for b in bits] == EDGE_TOPS
+    u = s.uniform("any", 0, agents, 1)[:, 0]
+    assert u[3] == 0.5 and u[-1] == 1.0 and u[0] > 0
+    with np.errstate(divide="ignore"):
+        lap = s.laplace("any", 0, agents, 1)
+        assert same_bits(lap, ref_laplace_from_rows(rows, 1))
+    assert lap[3, 0] == 0.0 and np.signbit(lap[3, 0]) == np.signbit(-0.0 * -0.0)
+    assert lap[-1, 0] == np.inf
+    assert same_bits(s.gaussian("any", 0, agents, 1), ref_gaussian_from_rows(rows, 1))
+
+
+def test_a_subclass_with_its_own_bits_is_not_bypassed():
+    """A subclass that redefines ``_bits`` (as the audit's batched streams do) keeps its chain on
+    the kernel path and the torch path."""
+
+    class Shifted(Streams):
+        def _bits(self, purpose, iteration, agents, width):
+            return super()._bits(purpose, iteration, np.asarray(agents) + 1, width)
+
+    s, t = Shifted(3), Streams(3)
+    assert same_bits(s.uniform("p", 1, [0, 4], 9), t.uniform("p", 1, [1, 5], 9))
+    assert same_bits(s.laplace("p", 1, [0, 4], 9), t.laplace("p", 1, [1, 5], 9))
+    assert same_bits(s.gaussian("p", 1, [0, 4], 9), t.gaussian("p", 1, [1, 5], 9))
+    assert same_bits(s.uniform_tensor("p", 1, [0, 4], 9).numpy(), t.uniform("p", 1, [1, 5], 9))
+
+
+def test_draws_from_threads_are_the_same():
+    from concurrent.futures import ThreadPoolExecutor
+
+    s, agents = Streams(9), np.arange(50)
+    expected = [s.gaussian("g", k, agents, 700) for k in range(6)]
+    with ThreadPoolExecutor(3) as pool:
+        got = list(pool.map(lambda k: s.gaussian("g", k, agents, 700), range(6)))
+    assert all(same_bits(a, b) for a, b in zip(got, expected))
+
+
+def test_bad_arguments_name_the_parameter():
+    s = Streams(0)
+    with pytest.raises(ParameterError) as err:
+        s.uniform("p", 0, [0], -1)
+    assert err.value.name == "width" and "-1" in str(err.value) and ">= 0" in str(err.value)
+    with pytest.raises(ParameterError) as err:
+        s.laplace("p", 0, [[0, 1]], 3)
+    assert err.value.name == "agents" and "1-d" in str(err.value)
+    with pytest.raises(ParameterError) as err:
+        s.gaussian("p", 0, [0, 1], 3, scale=[1.0, 2.0, 3.0])
+    assert err.value.name == "scale" and "(2)" in str(err.value)
+
+
+# ---- numba specifics ----------------------------------------------------------------------------
+
+@needs_numba
+def test_default_backend_is_numba_and_the_environment_switches_it_off():
+    assert rng.backend() == "numba"
+    env = {**os.environ, "DPNET_NO_NUMBA": "1"}
+    code = "from dpnet import rng; print(rng.backend(), rng._numba)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         cwd=Path(__file__).parent, check=True).stdout.split()
+    assert out == ["numpy", "None"]
+
+
+def test_without_a_writable_cache_the_kernels_compile_anyway(monkeypatch):
+    """numba refuses ``cache=True`` (RuntimeError) where no cache directory is writable: the
+    package then compiles per process instead of failing to import."""
+    asked = []
+
+    class NoCacheNumba:
+        def njit(self, cache, nogil):
+            asked.append(cache)
+            if cache:
+                raise RuntimeError("cannot cache function 'f': no locator available")
+            return lambda fn: fn
+
+    monkeypatch.setattr(rng, "_numba", NoCacheNumba())
+    assert rng._njit(lambda x: x + 1)(1) == 2
+    assert asked == [True, False]
+
+
+# ---- torch -------------------------------------------------------------------------------------
+
+def _devices():
+    return ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("key", KEYS[:10], ids=range(10))
+def test_torch_gives_the_same_uniform_bits_on_the_cpu(key):
+    seed, purpose, it, agents, width = key
+    s = Streams(seed)
+    bits = s.bits_tensor(purpose, it, agents, width)
+    assert bits.dtype == torch.int64 and bits.device.type == "cpu"
+    assert same_bits(bits.numpy().view(np.uint64), s.permutation_keys(purpose, it, agents, width))
+    u = s.uniform_tensor(purpose, it, agents, width)
+    assert u.dtype == torch.float64 and same_bits(u.numpy(), s.uniform(purpose, it, agents, width))
+    u32 = s.uniform_tensor(purpose, it, agents, width, dtype=torch.float32)
+    assert u32.dtype == torch.float32 and torch.equal(u32, u.to(torch.float32))
+
+
+@pytest.mark.parametrize("key", KEYS[:10], ids=range(10))
+def test_torch_transforms_agree_to_the_last_ulps(key):
+    seed, purpose, it, agents, width = key
+    s = Streams(seed)
+    np.testing.assert_array_max_ulp(s.laplace_tensor(purpose, it, agents, width).numpy(),
+                                    s.laplace(purpose, it, agents, width), 4)
+    np.testing.assert_array_max_ulp(s.gaussian_tensor(purpose, it, agents, width).numpy(),
+                                    s.gaussian(purpose, it, agents, width), 4)
+
+
+@needs_cuda
+@pytest.mark.parametrize("key", KEYS[:10], ids=range(10))
+def test_cuda_gives_the_cpu_bits(key):
+    seed, purpose, it, agents, width = key
+    s = Streams(seed)
+    for name in ("bits_tensor", "uniform_tensor"):
+        on_gpu = getattr(s, name)(purpose, it, agents, width, device="cuda")
+        assert on_gpu.device.type == "cuda"
+        assert torch.equal(on_gpu.cpu(), getattr(s, name)(purpose, it, agents, width))
+    for name, ulps in (("laplace", 4), ("gaussian", 8)):
+        on_gpu = getattr(s, name + "_tensor")(purpose, it, agents, width, device="cuda")
+        np.testing.assert_array_max_ulp(on_gpu.cpu().numpy(),
+                                        getattr(s, name)(purpose, it, agents, width), ulps)
