@@ -248,3 +248,15 @@ def test_nonconvex_logistic_loss_and_grad_in_one_pass_equals_the_two_calls():
         loss, grad = p.loss_and_grad(x)
         assert loss == pytest.approx(p.loss(x), rel=1e-13)
         torch.testing.assert_close(grad, p.global_grad(x), rtol=1e-13, atol=1e-15)
+
+
+def test_logistic_regression_loss_and_grad_in_one_pass_equals_the_two_calls():
+    rng = np.random.default_rng(4)
+    A = rng.standard_normal((4, 9, 3))
+    for convention in ("average", "sum"):
+        p = problems.LogisticRegression(A, np.sign(A[:, :, 0] + 0.1), reg=0.2,
+                                        convention=convention)
+        x = torch.randn(3, dtype=torch.float64)
+        loss, grad = p.loss_and_grad(x)
+        assert loss == pytest.approx(p.loss(x), rel=1e-13)
+        torch.testing.assert_close(grad, p.global_grad(x), rtol=1e-13, atol=1e-15)

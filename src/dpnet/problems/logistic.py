@@ -128,6 +128,20 @@ class LogisticRegression(Problem):
         problem's device (drawn on the host by the run's streams)."""
         return sample_indices(rng, k, agents, self.m, batch_size, purpose, device=self.device)
 
+    def loss_and_grad(self, x):
+        """One pass over every agent's data at a single point (a logged metrics row):
+        ``z = b a^T x`` serves the loss and the gradient."""
+        self._require_all("the global objective")
+        x = self._point(x).reshape(-1)
+        z = torch.einsum("nmd,d->nm", self.BA, x)
+        scale = self._scale()
+        ridge = 0.5 * self.reg * float(x @ x)
+        loss = (float(torch.nn.functional.softplus(-z).mean(dim=1).sum())
+                + self.n_agents * ridge) * scale
+        s = torch.sigmoid(-z).mul_(-1.0 / self.m)
+        g = torch.einsum("nm,nmd->d", s, self.BA) + self.n_agents * self.reg * x
+        return loss, g * scale
+
     def local_loss(self, X, agents=None):
         BA = self._data(agents)
         z = torch.einsum("nmd,nd->nm", BA, X)
