@@ -76,7 +76,8 @@ def load(path: str | Path) -> dict:
     tensor allow-list and :data:`SAFE_GLOBALS`, or lacking the format marker, raises
     :class:`~dpnet.errors.ParameterError` naming the path."""
     path = Path(path)
-    require(path.is_file(), "path", str(path), "an existing checkpoint file")
+    # the value is shortened in messages; the condition carries the whole path
+    require(path.is_file(), "path", path.name, f"an existing checkpoint file (looked for {path})")
     try:
         with torch.serialization.safe_globals(SAFE_GLOBALS):
             data = torch.load(path, weights_only=True, map_location="cpu")

@@ -92,7 +92,7 @@ class LDOL(BoxConstrained, Algorithm):
         if iterations is None or l1_gradient_bound is None:
             raise ParameterError("iterations/l1_gradient_bound", (iterations, l1_gradient_bound),
                                  "a finite horizon and the l1 gradient bound d")
-        deg = np.abs(np.diag(graph.laplacian_like))
+        deg = np.abs(graph.sparse("laplacian_like").diagonal())
         eps = chen_wang.ldol_epsilons(self.lambda0, self.v, self.gamma0, self.u, self.sigma0,
                                       self.varsigma, deg, l1_gradient_bound, iterations)
         return PrivacyGuarantee.from_per_agent(

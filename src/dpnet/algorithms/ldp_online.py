@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import open_interval, positive, require
+from ..graphs.base import off_diagonal
 from ..noise import Laplace
 from ..privacy import chen_wang
 from ..privacy.guarantee import PrivacyGuarantee
@@ -50,9 +51,9 @@ def register_neighbour_weights(graph, who: str) -> str:
     require(not graph.directed and graph.is_symmetric(), "graph", graph.name,
             f"{who} needs an undirected graph with symmetric weights (Assumption 3)")
     graph.require_connected()
-    off = graph.W.copy()
-    np.fill_diagonal(off, 0.0)
-    require(bool(np.all(off >= 0)), "graph.W", f"{graph.name} (min off-diagonal {off.min():.4g})",
+    off = off_diagonal(graph.sparse("W"))
+    low = float(off.data.min()) if off.nnz else 0.0
+    require(low >= 0, "graph.W", f"{graph.name} (min off-diagonal {low:.4g})",
             f"{who} needs w_ij >= 0 on edges")
     info = chen_wang.assumption3(graph)
     require(info["mixing_radius"] < 1.0, "graph.W", graph.name,

@@ -21,6 +21,7 @@ import torch
 
 from ..compression import Compressor
 from ..errors import ParameterError, nonnegative, positive, positive_int, require
+from ..graphs.base import off_diagonal
 from ..privacy import chen_wang_zhang as cwz
 from ..privacy import wang_basar
 from ..privacy.guarantee import PrivacyGuarantee, per_agent_unique
@@ -34,9 +35,9 @@ def register_offdiagonal(graph, who: str) -> str:
     require(graph.is_symmetric() and not graph.directed, "graph", graph.name,
             f"{who} needs an undirected graph with symmetric weights")
     graph.require_connected()
-    off = graph.W.copy()
-    np.fill_diagonal(off, 0.0)
-    require(bool(np.all(off >= 0)), "graph.W", graph.name, f"{who} needs w_ij >= 0 on edges")
+    off = off_diagonal(graph.sparse("W"))
+    require(bool(off.nnz == 0 or off.data.min() >= 0), "graph.W", graph.name,
+            f"{who} needs w_ij >= 0 on edges")
     graph.add_matrix(NEIGHBOURS, off)
     return NEIGHBOURS
 
@@ -87,7 +88,8 @@ class WangBasarTernary(Algorithm):
 
     def check_graph(self, graph) -> None:
         register_offdiagonal(graph, self.name)
-        top = 1.0 / graph.W.copy().clip(0).sum(1).max()
+        W = graph.sparse("W")
+        top = 1.0 / np.asarray(W.maximum(0).sum(axis=1)).max()
         require(self.gamma0 <= top, "gamma0", self.gamma0,
                 f"gamma0 * max_i sum_j w_ij <= 1 (here gamma0 <= {top:.4g})")
 
