@@ -191,3 +191,23 @@ def test_calibrate_never_overshoots_propositions(which, s, u, target, delta):
     tuned = alg.calibrate(target, CONSTANTS, GRAPH, **kw)
     eps = tuned.privacy(CONSTANTS, GRAPH, **kw).epsilon
     assert eps <= target and eps == pytest.approx(target, rel=1e-8)
+
+
+def test_per_agent_unique_evaluates_once_per_distinct_row_and_maps_back():
+    import numpy as np
+
+    from dpnet.privacy.guarantee import per_agent_unique
+
+    calls = []
+
+    def fn(a, b):
+        calls.append((a, b))
+        return 10 * a + b
+
+    a = np.array([1.0, 2.0, 1.0, 3.0, 2.0, 1.0])
+    b = np.array([0.5, 0.5, 0.5, 0.25, 0.5, 0.75])
+    np.testing.assert_array_equal(per_agent_unique(fn, a, b), 10 * a + b)
+    assert sorted(calls) == [(1.0, 0.5), (1.0, 0.75), (2.0, 0.5), (3.0, 0.25)]
+    calls.clear()
+    np.testing.assert_array_equal(per_agent_unique(fn, 2.0, np.full(5, 0.5)), np.full(5, 20.5))
+    assert calls == [(2.0, 0.5)]

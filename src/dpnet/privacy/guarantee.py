@@ -15,10 +15,18 @@ def per_agent_unique(fn: Callable[..., float], *columns) -> np.ndarray:
     their noise parameters costs one evaluation, not 10^6 (no Python loop over agents)."""
     cols = [np.atleast_1d(np.asarray(c, dtype=np.float64)).reshape(-1) for c in columns]
     n = max(c.size for c in cols)
-    table = np.column_stack([np.broadcast_to(c, (n,)) for c in cols])
-    rows, inverse = np.unique(table, axis=0, return_inverse=True)
-    values = np.fromiter((fn(*row.tolist()) for row in rows), dtype=np.float64, count=len(rows))
-    return values[inverse.reshape(-1)]
+    if all(c.size == 1 or bool(np.all(c == c[0])) for c in cols):   # the usual case: shared noise
+        return np.full(n, float(fn(*(float(c[0]) for c in cols))))
+    # one integer code per distinct row, built column by column and re-compacted after each
+    # (a 1-d sort per column; np.unique(axis=0) sorts a structured view, 15x slower at 10^6)
+    code = np.zeros(n, dtype=np.int64)
+    for c in cols:
+        levels, inv = np.unique(np.broadcast_to(c, (n,)), return_inverse=True)
+        code = np.unique(code * len(levels) + inv.reshape(-1), return_inverse=True)[1].reshape(-1)
+    first = np.unique(code, return_index=True)[1]
+    values = np.fromiter((fn(*(float(np.broadcast_to(c, (n,))[i]) for c in cols)) for i in first),
+                         dtype=np.float64, count=len(first))
+    return values[code]
 
 
 @dataclass(frozen=True)
