@@ -176,6 +176,16 @@ def main(argv: list[str] | None = None) -> int:
               f"{s['peak_mib']:.0f} / {p['peak_mib']:.0f} | {p['epsilon']:.3g} | "
               f"{p.get('noise_free_diff', float('nan')):.1e} |", flush=True)
         failed |= p.get("noise_free_diff", 0.0) > 1e-9 or not p["finite"]
+    # the default cadence on a long run: about 500 logged rows, whatever K
+    n, d, long_k = (10_000, 10, 2_000) if args.quick else (10_000, 10, 10_000)
+    r = _child("dpnet-auto", n, d, long_k)
+    if "error" in r:
+        print(f"\ndefault cadence at K = {long_k}: error {r['error']}")
+        return 1
+    t = r["timing"]
+    print(f"\ndefault cadence (log_every='auto') at n = {n}, d = {d}, K = {long_k}: "
+          f"{r['seconds']:.2f} s, metrics {t['metrics']:.2f} s = "
+          f"{100 * t['metrics'] / r['seconds']:.1f}% of the run, steps {t['steps']:.2f} s")
     return 1 if failed else 0
 
 
