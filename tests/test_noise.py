@@ -225,3 +225,22 @@ def test_a_subclass_without_a_torch_path_still_samples_on_any_device():
     cpu = nz.sample(rng, "u", 1, agents, 3, 6)
     forced = nz._sample_tensor(rng, "u", 1, agents.numpy(), 6, nz.scale_at(1, 3), torch.device("cpu"))
     assert torch.equal(cpu, forced)
+
+
+def test_a_million_gaussian_draws_are_standard_normal():
+    """Box-Muller with dpnet's own cos(2 pi u) (see dpnet.rng): mean, variance, fourth moment and
+    a KS test against N(0, 1) at 10^6 draws (1000 agents x 1000), which has the power to reject
+    a 2% error in the scale."""
+    from dpnet import rng as rng_module
+
+    z = Streams(17).gaussian("noise_x", 0, np.arange(1000), 1000).ravel()
+    n = z.size
+    assert abs(z.mean()) < 5 / np.sqrt(n)
+    assert abs(z.var() - 1.0) < 5 * np.sqrt(2.0 / n)
+    assert abs(np.mean(z**4) - 3.0) < 5 * np.sqrt(96.0 / n)       # Var(z^4) = 105 - 9
+    assert stats.kstest(z, "norm").pvalue > P_MIN
+    assert stats.kstest(z, stats.norm(scale=1.02).cdf).pvalue < 1e-6
+    assert abs(np.mean(z > 0) - 0.5) < 5 * 0.5 / np.sqrt(n)
+    # the cosine alone: cos(2 pi u) of a uniform u has the arcsine law, P(c <= x) = 1 - acos(x)/pi
+    c = rng_module.cos_2pi(Streams(18).uniform("angle", 0, np.arange(1000), 1000).ravel())
+    assert stats.kstest(c, lambda x: 1.0 - np.arccos(x) / np.pi).pvalue > P_MIN

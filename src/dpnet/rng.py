@@ -8,44 +8,74 @@ without communicating (the same idea as JAX's threefry keys or Philox counters).
 The hash is SplitMix64's finaliser applied in a chain over the key fields: the seed, purpose,
 iteration and agent are folded into one 64-bit *row key* per agent (a handful of hashes per call),
 and coordinate ``j`` of that row is ``mix(row_key ^ j * GOLDEN)``. The uniform is the top 53 bits,
-``((bits >> 11) + 0.5) * 2^-53``; Laplace draws invert the CDF, Gaussian draws are Box-Muller on
-coordinates ``j`` and ``width + j``. The bits are part of the project's contract (committed
+``((bits >> 11) + 0.5) * 2^-53``; Laplace draws invert the CDF, Gaussian draws are Box-Muller,
+``sqrt(-2 log u1) * cos(2 pi u2)``, on coordinates ``j`` and ``width + j``, with dpnet's own
+cosine :func:`cos_2pi` (below). The bits are part of the project's contract (committed
 reproductions depend on them), so both CPU paths below return the same bits.
 
 **Three evaluations of the same chain.**
 
 * *numba* (the default when numba imports): on tiles of up to 65536 draws, which stay in L2, a
-  compiled kernel hashes and converts, NumPy's own ufunc applies the transcendental function in
-  place, and a second kernel applies the sign, ``sqrt``, products and an optional per-agent scale
-  (so :meth:`dpnet.noise.Noise.sample` needs no further pass), writing into the preallocated
-  output. The NumPy chain is ~20 whole-array operations, each with a temporary of the full block;
-  here the integer work stays in (vector) registers and each tile is touched while in cache.
-* *NumPy* (``DPNET_NO_NUMBA=1``, or numba not importable): the original whole-array chain.
+  compiled kernel hashes and converts (and for Gaussian draws evaluates ``cos(2 pi u2)``), NumPy's
+  own ufunc applies ``log1p``/``log`` in place, and a second kernel applies the sign, ``sqrt``,
+  products and an optional per-agent scale (so :meth:`dpnet.noise.Noise.sample` needs no further
+  pass), writing into the preallocated output. The NumPy chain is ~20 whole-array operations, each
+  with a temporary of the full block; here the integer work stays in (vector) registers and each
+  tile is touched while in cache.
+* *NumPy* (``DPNET_NO_NUMBA=1``, or numba not importable): the original whole-array chain, with
+  :func:`cos_2pi` evaluated by NumPy on pieces of 65536 elements.
 * *torch* (``*_tensor`` methods): the chain on int64 tensors on any device (multiplication and
   addition wrap like uint64; logical right shifts are emulated by masking), for noise drawn where
-  the iterates live, e.g. on a GPU. Its uniforms have the same bits; its Laplace/Gaussian values
-  use torch's ``log1p``/``log``/``cos`` and so may differ from the CPU ones in the last ulp.
+  the iterates live, e.g. on a GPU. Its uniforms and its cosine have the same bits; its
+  Laplace/Gaussian values use torch's ``log1p``/``log``/``sqrt`` and so may differ from the CPU
+  ones in the last ulp or two (torch 2.13's float64 ``sqrt`` on the CPU is not correctly rounded
+  for about 1% of arguments).
 
-**Why the transcendental functions stay NumPy's.** ``np.log1p`` and ``np.log`` dispatch to SIMD
+**Why ``log1p`` and ``log`` stay NumPy's.** ``np.log1p`` and ``np.log`` dispatch to SIMD
 implementations on CPUs that have them (AVX-512 here) which differ from libm's in the last ulp for
 about 7% (``log1p``) and 0.4% (``log``) of arguments, and numba calls libm. A kernel that called
 ``math.log1p`` would change the bits, so the numba path computes the exact part (hash, uniform,
-``-2|u - 1/2|``, the sign, ``2 pi u``) in the kernel, applies NumPy's own ufunc in place on the
+``-2|u - 1/2|``, the sign) and the cosine in the kernel, applies NumPy's own ufunc in place on the
 chunk (bit-identical by construction on every machine, since it is the very function the NumPy
 path applies to the same argument; these ufuncs were checked to be position-independent, so
 chunking does not matter), and finishes (sign, ``sqrt``, products, scale: exact or correctly
 rounded IEEE operations) in a second kernel. Note that NumPy's own results therefore depend on the
-CPU: with the AVX2/AVX-512 loops disabled, 7% of Laplace and 0.2% of Gaussian draws move by 1-2 ulp
-(the uniforms never do).
+CPU: with the AVX2/AVX-512 loops disabled, 7% of Laplace and 0.16% of Gaussian draws move by 1-2
+ulp (the uniforms never do).
+
+**Why dpnet has its own cosine.** Box-Muller's cosine was ``np.cos(2.0 * np.pi * u)``, and
+NumPy's float64 cosine is glibc's scalar ``cos`` (~15 ns for arguments in (0, 2 pi)): the
+Gaussian draw's floor, 19 ns where a Laplace draw took 2.7. :func:`cos_2pi` computes
+``cos(2 pi u)`` from ``u`` itself: the reduction to an octant is exact on ``u`` (``min(u, 1 - u)``,
+then ``1/4 - a`` or ``1/2 - a``), and polynomials in the reduced ``x`` whose coefficients absorb
+the ``2 pi`` do the rest, with the leading terms split so that they are exact (details at the
+function). It uses ``+``, ``-``, ``*`` and selects only, which the kernel vectorises, so the same
+operations in the same order run in the kernel, in NumPy and in torch and give the same bits on
+the CPU (and on any device whose float64 ``+``/``-``/``*`` are IEEE); numba compiles without
+fastmath, so LLVM contracts no ``a * b + c`` into an FMA (checked in the generated code, and by
+the bit-for-bit tests). Accuracy, against 160-bit arithmetic (mpmath) on random and edge
+arguments (7 x 10^5 of them): error below 0.72 ulp (the largest next to the octant ends 1/8 and
+3/8), never more than 1 ulp from the correctly rounded cosine, and correctly rounded for 98.7% of
+uniform arguments; ``cos_2pi(1/4) = cos_2pi(3/4) = 0`` exactly.
+
+The Gaussian values therefore changed relative to dpnet before this cosine, by more than a last
+ulp: the old argument ``2.0 * np.pi * u`` carried a rounding error of up to ~4.4e-16, which moves
+the cosine by ``|sin|`` times that, several ulp of the cosine, and many ulp where the cosine is
+small. Measured on 10^7 draws (``bench_noise.py`` prints the same for 10^6): 43.6% unchanged,
+66.6% within 1 ulp, 76.8% within 2 ulp, 7.1% moved by 10 ulp or more (largest absolute change
+3.1e-15). The new values are the more accurate ones: on the pinned draws of tests/test_rng.py the
+old were up to 207 ulp (mean 13) from the exact ``sqrt(-2 ln u1) cos(2 pi u2)``, the new are
+within 1.6 ulp (mean 0.6). Uniform and Laplace draws did not change.
 
 **Measured** (``python benchmarks/bench_noise.py``: one core of the development machine, an
 AVX-512 Xeon shared with other users; thread CPU time, best of several calls), ns per draw, NumPy
 chain -> default path: Laplace 12.1 -> 2.7 (4.6x) at 10^6 draws and 27.7 -> 3.9 (7.2x) at 10^7;
-uniform 7.7 -> 0.7; Gaussian 38 -> 19 (2.0x) and 61 -> 20 (3.0x). The Gaussian's floor is
-``np.cos``: NumPy's float64 cosine is glibc's scalar ``cos`` (~15 ns for arguments in (0, 2 pi)),
-and a faster cosine would change the bits. The first call compiles the kernels (1-2 s); they are
-cached on disk (``__pycache__`` beside this file, else numba's per-user cache) and later processes
-load them in ~0.3 s. Where no cache directory is writable they are compiled in each process.
+uniform 7.7 -> 0.7; Gaussian 39 -> 6.8 (5.7x) and 58 -> 7.9 (7.4x) (with ``np.cos``: 18.6 and
+19.0). The NumPy fallback's Gaussian draws take 55 ns at 10^6 (its cosine is ~60 array
+operations), torch's on the CPU 92 ns (33 with ``torch.cos``). The first call compiles the kernels
+(1-2 s); they are cached on disk (``__pycache__`` beside this file, else numba's per-user cache)
+and later processes load them in ~0.3 s. Where no cache directory is writable they are compiled in
+each process.
 """
 
 from __future__ import annotations
@@ -65,11 +95,11 @@ _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _S30, _S27, _S31, _S11 = (np.uint64(s) for s in (30, 27, 31, 11))
 _TWO_M53 = 2.0 ** -53
-_TWO_PI = 2.0 * np.pi          # the NumPy path evaluates ``2.0 * np.pi * u`` as ``(2 pi) * u``
 
 # Elements per kernel/ufunc round trip: large enough that the Python call overhead (~1 us per
 # call) is negligible, small enough that the chunk and its scratch stay in L2.
 _CHUNK = 65536
+_NUMPY_CHUNK = 65536            # the same for the NumPy evaluation of cos(2 pi u)
 
 
 def _mix(z: np.ndarray) -> np.ndarray:
@@ -116,6 +146,100 @@ def _njit(fn):
 
 
 _mix_jit = _njit(_mix)
+
+
+# ---- cos(2 pi u) -------------------------------------------------------------------------------
+# Box-Muller's cos(2 pi u) for u in [0, 1], evaluated with +, -, * and selects only, so that the
+# numba kernel (scalars), the NumPy path (arrays) and torch (tensors) run the very same IEEE
+# operations in the same order and agree bit for bit (numba/LLVM does not contract a * b + c into
+# an FMA without fastmath; NumPy and torch apply one correctly rounded operation per call).
+#
+# Reduction, exact in binary: a = min(u, 1 - u) in [0, 1/2] (1 - u is exact for u >= 1/2, by
+# Sterbenz's lemma); then cos(2 pi a) is evaluated as cos(2 pi a) for a < 1/8, as
+# sin(2 pi (1/4 - a)) for 1/8 <= a <= 3/8 and as -cos(2 pi (1/2 - a)) for a > 3/8, each difference
+# exact (Sterbenz again).
+# On x in [-1/8, 1/8]: sin(2 pi x) = PH xh + (PH xl + PL x + x^3 S(x^2)) and
+# cos(2 pi x) = 1 - KH xh^2 - (KH (x^2 - xh^2) + KL x^2) + x^4 C(x^2), where xh is x rounded to
+# 17 bits (Veltkamp's split), 2 pi = PH + PL with PH on 36 bits and 2 pi^2 = KH + KL with KH on
+# 19 bits, so that PH xh and KH xh^2 are exact, and 1 - KH xh^2 is carried as a double-double
+# (Fast2Sum). What remains is small (at most 0.11 of the result for sin, 0.016 for cos) and
+# carries the rounding errors; S and C are minimax-like fits (least squares at Chebyshev nodes in
+# high precision, each coefficient refitted after rounding the previous ones) with relative error
+# below 2^-63 on [0, 1/8]. Measured against cos(2 pi u) in 160-bit arithmetic (mpmath): error
+# below 0.72 ulp, correctly rounded for 98.7% of uniform arguments, never more than 1 ulp from the
+# correctly rounded value (tests/test_rng.py).
+
+_SPLIT = 2.0 ** 36 + 1.0                                 # Veltkamp: x * SPLIT keeps 17 bits of x
+_PH = float.fromhex("0x1.921fb5444p+2")                  # 2 pi on 36 bits
+_PL = float.fromhex("0x1.68c234c4c6629p-37")             # 2 pi - PH
+_KH = float.fromhex("0x1.3bd3cp+4")                      # 2 pi^2 on 19 bits
+_KL = float.fromhex("0x1.937c8bbcb495cp-17")             # 2 pi^2 - KH
+_S0, _S1, _S2, _S3, _S4, _S5, _S6 = (float.fromhex(h) for h in (   # sin: x^3 .. x^15
+    "-0x1.4abbce625be53p+5", "0x1.466bc6775ab5cp+6", "-0x1.32d2cce63608cp+6",
+    "0x1.50783494be639p+5", "-0x1.e3075fe927c35p+3", "0x1.e8fd0ababc110p+1",
+    "-0x1.703fc53342c2dp-1"))
+_C0, _C1, _C2, _C3, _C4, _C5 = (float.fromhex(h) for h in (         # cos: x^4 .. x^14
+    "0x1.03c1f081b5abbp+6", "-0x1.55d3c7e3ca3d5p+6", "0x1.e1f50684d046cp+5",
+    "-0x1.a6d1ed72a260ep+4", "0x1.f9cce767c7842p+2", "-0x1.b290e16dd838ap+0"))
+
+
+def _sincos_2pi_small(x):
+    """(sin 2 pi x, cos 2 pi x) for |x| <= 1/8: the same operations, in the same order, on a
+    float (numba), a float64 array (NumPy) or a float64 tensor (torch)."""
+    c = x * _SPLIT
+    xh = c - (c - x)                    # x rounded to 17 bits
+    xl = x - xh                         # exact
+    z = x * x
+    q = (((((_S6 * z + _S5) * z + _S4) * z + _S3) * z + _S2) * z + _S1) * z + _S0
+    s = _PH * xh + ((_PH * xl + _PL * x) + (x * z) * q)
+    r = ((((_C5 * z + _C4) * z + _C3) * z + _C2) * z + _C1) * z + _C0
+    t = _KH * (xh * xh)                 # exact
+    w = 1.0 - t
+    e = (1.0 - w) - t                   # 1 - t = w + e exactly
+    return s, w + ((e - (_KH * (xl * (x + xh)) + _KL * z)) + (z * z) * r)
+
+
+_sincos_2pi_small_jit = _njit(_sincos_2pi_small)
+
+
+@_njit
+def _cos_2pi_jit(u):
+    # written as single-level selects, which LLVM vectorises (nested conditional expressions and
+    # the builtin ``min`` compile to branches: 4x slower on random u)
+    v = 1.0 - u
+    a = u if u < v else v
+    low, high = a < 0.125, a > 0.375
+    x_high = 0.5 - a if high else 0.25 - a
+    s, c = _sincos_2pi_small_jit(a if low else x_high)
+    c_high = -c if high else s
+    return c if low else c_high
+
+
+def cos_2pi(u) -> np.ndarray:
+    """``cos(2 pi u)`` for float64 ``u`` in [0, 1], within 1 ulp of the correctly rounded value
+    (``2 pi u`` is never rounded): the NumPy evaluation of the kernels' cosine, bit for bit. Runs
+    on pieces of ``_NUMPY_CHUNK`` elements, so that its dozen temporaries stay small."""
+    u = np.asarray(u, dtype=np.float64)
+    out = np.empty(u.shape)
+    flat, res = u.ravel(), out.reshape(-1)
+    for i in range(0, flat.size, _NUMPY_CHUNK):
+        res[i:i + _NUMPY_CHUNK] = _cos_2pi_array(flat[i:i + _NUMPY_CHUNK])
+    return out
+
+
+def _cos_2pi_array(u: np.ndarray) -> np.ndarray:
+    a = np.minimum(u, 1.0 - u)
+    low, high = a < 0.125, a > 0.375
+    s, c = _sincos_2pi_small(np.where(low, a, np.where(high, 0.5 - a, 0.25 - a)))
+    return np.where(low, c, np.where(high, -c, s))
+
+
+def _cos_2pi_tensor(u: torch.Tensor) -> torch.Tensor:
+    """:func:`cos_2pi` on a float64 tensor, the same operations on any device."""
+    a = torch.minimum(u, 1.0 - u)
+    low, high = a < 0.125, a > 0.375
+    s, c = _sincos_2pi_small(torch.where(low, a, torch.where(high, 0.5 - a, 0.25 - a)))
+    return torch.where(low, c, torch.where(high, -c, s))
 
 
 # Coordinate j's hash input is ``key ^ j * GOLDEN``. The kernels carry ``j * GOLDEN`` as a running
@@ -170,14 +294,14 @@ def _laplace_finish_kernel(scale, sign, out):
 
 
 @_njit
-def _gaussian_args_kernel(keys, c0, width, u1, w2):
-    # u1 <- u(j) (log's argument), w2 <- 2 pi u(width + j) (cos's argument)
+def _gaussian_args_kernel(keys, c0, width, u1, cos2):
+    # u1 <- u(j) (log's argument), cos2 <- cos(2 pi u(width + j))
     for r in range(u1.shape[0]):
         key = keys[r]
         col1, col2 = np.uint64(c0) * _GOLDEN, np.uint64(width + c0) * _GOLDEN
         for j in range(u1.shape[1]):
             u1[r, j] = _uniform_of(key ^ col1)
-            w2[r, j] = _TWO_PI * _uniform_of(key ^ col2)
+            cos2[r, j] = _cos_2pi_jit(_uniform_of(key ^ col2))
             col1 += _GOLDEN
             col2 += _GOLDEN
 
@@ -240,7 +364,6 @@ def _gaussian_numba(keys: np.ndarray, width: int, scale: np.ndarray) -> np.ndarr
         a, b = _scratch(a_buf, tile), _scratch(b_buf, tile)
         _gaussian_args_kernel(keys[rows], cols.start, width, a, b)
         np.log(a, out=a)
-        np.cos(b, out=b)
         _gaussian_finish_kernel(scale[rows], a, b, tile)
     return out
 
@@ -355,7 +478,7 @@ class Streams:
             return _gaussian_numba(keys, width, _ones_if_none(scale, keys.size))
         u = self.uniform(purpose, iteration, agents, 2 * width)
         u1, u2 = u[:, :width], u[:, width:]
-        z = np.sqrt(-2.0 * np.log(u1)) * np.cos(_TWO_PI * u2)
+        z = np.sqrt(-2.0 * np.log(u1)) * cos_2pi(u2)
         return z if scale is None else z * scale[:, None]
 
     def bernoulli(self, purpose: str, iteration: int, agents, p) -> np.ndarray:
@@ -413,7 +536,7 @@ class Streams:
         agents, width = _check(agents, width)
         u = self.uniform_tensor(purpose, iteration, agents, 2 * width, device)
         u1, u2 = u[:, :width], u[:, width:]
-        return (torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(_TWO_PI * u2)).to(dtype)
+        return (torch.sqrt(-2.0 * torch.log(u1)) * _cos_2pi_tensor(u2)).to(dtype)
 
     def torch(self, array: np.ndarray, dtype: torch.dtype = torch.float64) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(array)).to(dtype)
@@ -422,7 +545,8 @@ class Streams:
 def _check(agents, width) -> tuple[np.ndarray, int]:
     """Agents as a 1-d int64 array and width as an int >= 0."""
     agents = np.asarray(agents, dtype=np.int64)
-    require(agents.ndim == 1, "agents", agents.tolist(), "must be a 1-d sequence of agent ids")
+    if agents.ndim != 1:  # the value is listed only on failure: tolist() is O(n) every draw
+        require(False, "agents", agents.tolist(), "must be a 1-d sequence of agent ids")
     require(isinstance(width, int | np.integer) and width >= 0, "width", width,
             "must be an integer >= 0")
     return agents, int(width)
@@ -433,8 +557,8 @@ def _check_scale(scale, rows: int) -> np.ndarray | None:
     if scale is None:
         return None
     scale = np.ascontiguousarray(scale, dtype=np.float64)
-    require(scale.shape == (rows,), "scale", scale.tolist(),
-            f"needs one entry per agent drawn ({rows})")
+    if scale.shape != (rows,):
+        require(False, "scale", scale.tolist(), f"needs one entry per agent drawn ({rows})")
     return scale
 
 
