@@ -158,3 +158,21 @@ def test_dense_view_is_read_only():
     g = graphs.ring(5)
     with pytest.raises(ValueError):
         g.W[0, 0] = 3.0
+
+
+@pytest.mark.parametrize("n", [10, 1000, 100_000, 3_000_000])
+def test_ring_gap_is_accurate_far_below_the_rounding_of_one(n):
+    # 1 - rho would cancel to ~1e-16 absolute; the closed form keeps full relative accuracy
+    g = graphs.ring(n)
+    exact = (2 / 3) * 2 * np.sin(np.pi / n) ** 2
+    assert g.spectral_gap() == pytest.approx(exact, rel=1e-12)
+    if n >= 100_000:
+        g.require_mixing("DiaDSP")        # refused at n = 10^7 when the gap came from 1 - rho
+
+
+def test_lanczos_gap_sides_equal_dense_on_a_non_circulant_graph(iterative):
+    g = graphs.grid(9, 11)
+    L = np.eye(g.n) - g.weights.toarray()
+    ev = np.linalg.eigvalsh(L)
+    low, high = g.gap_sides()
+    assert low == pytest.approx(ev[1], rel=1e-9) and high == pytest.approx(2 - ev[-1], rel=1e-9)

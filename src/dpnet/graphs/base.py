@@ -242,20 +242,29 @@ class Graph:
         return self.components() == 1
 
     # -- spectral quantities (cached) --------------------------------------------------------
+    def _symmetric_ds(self) -> bool:
+        return self.is_symmetric() and self.is_doubly_stochastic()
+
+    def gap_sides(self) -> tuple[float, float] | None:
+        """``(1 - lambda_2(W), 1 + lambda_min(W))`` of a symmetric doubly stochastic W, each
+        computed without cancellation (see :func:`dpnet.graphs.spectral.gap_sides`); None
+        otherwise. Cached."""
+        return self._cached("gap_sides", lambda: spectral.gap_sides(
+            self.weights, self.is_symmetric(), self.is_doubly_stochastic(), self.circulant_row))
+
     def consensus_contraction(self) -> float:
-        """``rho(W - 11^T/n)``: the spectral radius of W on the disagreement subspace (exact by
-        one FFT for circulant weights, by LAPACK for n <= 256, by shift-invert Lanczos / Arnoldi
-        above; see :mod:`dpnet.graphs.spectral`)."""
-        def make():
-            if self.circulant_row is not None:
-                return spectral.circulant_contraction(self.circulant_row)
-            return spectral.consensus_contraction(self.weights, self.is_symmetric(),
-                                                  self.is_doubly_stochastic())
-        return self._cached("rho", make)
+        """``rho(W - 11^T/n)``: the spectral radius of W on the disagreement subspace (closed
+        form or one FFT for circulant weights, LAPACK for n <= 256, shift-invert Lanczos /
+        Arnoldi above; see :mod:`dpnet.graphs.spectral`)."""
+        return self._cached("rho", lambda: spectral.consensus_contraction(
+            self.weights, self.is_symmetric(), self.is_doubly_stochastic(), self.circulant_row))
 
     def spectral_gap(self) -> float:
-        """``1 - rho(W - 11^T/n)``; positive iff consensus by W converges (paper 000's rho)."""
-        return 1.0 - self.consensus_contraction()
+        """``1 - rho(W - 11^T/n)``; positive iff consensus by W converges (paper 000's rho).
+        For symmetric doubly stochastic W it is ``min`` of :meth:`gap_sides`, accurate even
+        where it is far below the rounding of 1 (large rings)."""
+        sides = self.gap_sides()
+        return min(sides) if sides is not None else 1.0 - self.consensus_contraction()
 
     def laplacian_eigenvalues(self) -> np.ndarray:
         """Every eigenvalue of the weighted Laplacian, sorted (small n)."""
@@ -305,10 +314,18 @@ class Graph:
         """Doubly stochastic, connected and ``rho = 1 - rho(W - 11^T/n) > 0``."""
         self.require_doubly_stochastic(who)
         self.require_connected()
-        gap = self.spectral_gap()
+        sides = self.gap_sides()
+        if sides is not None and sides[0] <= 0:
+            raise ParameterError("graph.W", self.name, f"{who} needs rho = 1 - rho(W - 11^T/n) > 0",
+                                 f"the graph is connected but 1 - lambda_2(W) = {sides[0]:.3g} is "
+                                 "not resolved in float64 (too many agents for this topology)")
+        # a connected symmetric W has 1 - lambda_2 > 0 exactly; the only other way to fail is an
+        # eigenvalue at -1, which rounding leaves a few ulp away from it
+        gap = sides[1] if sides is not None else self.spectral_gap()
         if gap <= 1e-12:
             raise ParameterError(
-                "graph.W", self.name, f"{who} needs rho = 1 - rho(W - 11^T/n) > 0, got {gap:.3g}",
+                "graph.W", self.name,
+                f"{who} needs rho = 1 - rho(W - 11^T/n) > 0, got {self.spectral_gap():.3g}",
                 "W has an eigenvalue -1 on the disagreement space (a zero-diagonal W on a "
                 "bipartite graph does this); add self-weights, e.g. Metropolis weights")
 

@@ -80,32 +80,59 @@ def circulant_eigenvalues(first_row: np.ndarray) -> np.ndarray:
     return np.fft.fft(first_row)
 
 
-def circulant_contraction(first_row: np.ndarray) -> float:
-    """``rho(W - 11^T/n)`` of a circulant W: ``J`` is circulant with eigenvalues ``(1, 0, ...)``
-    in the same Fourier basis, so the eigenvalues of ``W - J`` are ``lambda_0 - 1, lambda_1...``."""
-    ev = circulant_eigenvalues(first_row)
-    ev[0] -= 1.0
-    return float(np.abs(ev).max())
+def gap_sides(W: sp.sparray, symmetric: bool, doubly_stochastic: bool,
+              circulant_row: np.ndarray | None = None) -> tuple[float, float] | None:
+    """``(1 - lambda_2(W), 1 + lambda_min(W))`` for a symmetric doubly stochastic W, each side
+    computed without the cancellation of ``1 - lambda`` near 1 (a ring of 10^7 agents has
+    ``1 - lambda_2 = 1.3e-13``): as the extreme eigenvalues of the Laplacian ``L = I - W``
+    (``lambda_2(L)`` and ``2 - lambda_max(L)``), and for circulant weights in closed form,
+    ``1 - lambda_k = sum_j c_j 2 sin^2(pi j k / n)``, ``1 + lambda_k = sum_j c_j 2 cos^2(...)``.
+    None for other matrices."""
+    if not (symmetric and doubly_stochastic):
+        return None
+    n = W.shape[0]
+    if n == 1:
+        return 1.0, 1.0
+    if circulant_row is not None:
+        j = np.flatnonzero(circulant_row)
+        c = circulant_row[j]
+        if j.size * n <= 5e7:   # (n, nnz) table of phases pi (j k mod n) / n, exact integers
+            m = np.outer(np.arange(1, n, dtype=np.int64), j) % n
+            # sin^2 and cos^2 of pi m / n are symmetric in m <-> n - m: fold to keep the phase
+            # small where it is small (its rounding is then relative, not ~1e-16 absolute)
+            phase = np.pi * np.minimum(m, n - m) / n
+            low = (2.0 * np.sin(phase) ** 2 @ c).min()
+            high = (2.0 * np.cos(phase) ** 2 @ c).min()
+            return float(low), float(high)
+    L = sp.identity(n, format="csr") - W
+    if n <= DENSE_SPECTRAL_MAX:
+        ev = np.linalg.eigvalsh(L.toarray())
+        return float(ev[1]), float(2.0 - ev[-1])
+    radius = float(abs(L).sum(axis=1).max())
+    top = _shift_invert_eigsh(L, radius * (1 + 1e-3) + 1e-3, 1)[0]
+    return laplacian_second_smallest(L), float(2.0 - top)
 
 
-def consensus_contraction(W: sp.sparray, symmetric: bool, doubly_stochastic: bool) -> float:
+def consensus_contraction(W: sp.sparray, symmetric: bool, doubly_stochastic: bool,
+                          circulant_row: np.ndarray | None = None) -> float:
     """``rho(W - 11^T/n)``.
 
     For a symmetric doubly stochastic W (every undirected scheme in dpnet) ``1`` is an
     eigenvector, so the eigenvalues of ``W - J`` are W's with the 1 of that eigenvector replaced
-    by 0: ``rho = max(1 - lambda_2(I - W), |1 - lambda_max(I - W)|)``, both ends of the spectrum
-    of the Laplacian ``I - W`` by shift-invert Lanczos. Otherwise: Arnoldi on the operator
-    ``v -> W v - 1 mean(v)``."""
+    by 0: ``rho = 1 - min(gap_sides(W))``. A circulant W of any other kind: one FFT (``J`` is
+    circulant too, with eigenvalues ``(1, 0, ...)``). Otherwise dense LAPACK (n <= 256) or
+    Arnoldi on the operator ``v -> W v - 1 mean(v)``."""
     n = W.shape[0]
+    sides = gap_sides(W, symmetric, doubly_stochastic, circulant_row)
+    if sides is not None:
+        return float(max(abs(1.0 - sides[0]), abs(1.0 - sides[1])))
+    if circulant_row is not None:
+        ev = circulant_eigenvalues(circulant_row)
+        ev[0] -= 1.0
+        return float(np.abs(ev).max())
     if n <= DENSE_SPECTRAL_MAX:
         J = np.full((n, n), 1.0 / n)
         return float(np.max(np.abs(np.linalg.eigvals(W.toarray() - J))))
-    if symmetric and doubly_stochastic:
-        L = sp.identity(n, format="csr") - W
-        radius = float(abs(L).sum(axis=1).max())
-        second = laplacian_second_smallest(L)
-        top = _shift_invert_eigsh(L, radius * (1 + 1e-3) + 1e-3, 1)[0]
-        return float(max(abs(1.0 - second), abs(1.0 - top)))
     Wc = sp.csr_matrix(W)
 
     def deflated(v):
