@@ -27,7 +27,7 @@ def test_batch_streams_reproduce_per_seed_streams():
             np.testing.assert_array_equal(batch[4 * c:4 * c + 4], single)
 
 
-@pytest.mark.parametrize("name", ["diadsp", "pgtc-randk", "dpp2", "directed_dpgt"])
+@pytest.mark.parametrize("name", ["diadsp", "pgtc-randk", "dpp2", "directed_dpgt", "doadp-batch"])
 def test_batch_copy_equals_a_single_run(name):
     """Copy c of a batch is ``dpnet.run(..., seed=seeds[c])`` (same noise, same transcript)."""
     if name == "pgtc-randk":

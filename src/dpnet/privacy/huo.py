@@ -13,7 +13,9 @@ Three accounts are implemented.
    ``sigma^2 >= 160 k p^2 T log(1.25/delta0) G^2 / (q^2 d epsilon^2)``   (7)
    and ``T >= q^2 epsilon^2 / (4 p^2)`` the algorithm is (epsilon, delta)-DP "for some delta".
    :func:`theorem1_sigma`, :func:`theorem1_min_iterations`, :func:`theorem1_epsilon` (eq. (7)
-   solved for epsilon), :func:`theorem1_failures` (which hypotheses fail).
+   solved for epsilon), :func:`theorem1_failures` (which hypotheses fail). With B records per
+   step the proof goes through with B cancelling from (7) and the horizon condition relaxed to
+   ``T >= q^2 epsilon^2 / (4 p^2 B^2)`` (derivation at :func:`theorem1_sigma`).
 2. **The proof's step-by-step accountant** (:func:`proof_account`): Gaussian mechanism
    ``eps_t = sqrt(2 log(1.25/delta0)) Delta / sigma`` (Lemma 1); subsampling by activation and
    data sampling ``eps'_t = log(1 + (pB/q)(e^{eps_t} - 1))``, ``delta_t = pB delta0 / q``
@@ -101,24 +103,49 @@ class Mechanism:
 # ---- Theorem 1 ---------------------------------------------------------------------------------
 
 def theorem1_sigma(epsilon: float, delta0: float, mech: Mechanism) -> float:
-    """The smallest sigma allowed by (7)."""
+    """The smallest sigma allowed by (7),
+    ``sigma^2 >= 160 k p^2 T log(1.25/delta0) G^2 / (q^2 d epsilon^2)``, for any batch size B:
+    B cancels. Theorem 1's proof with B of the q records per active step (L = log(1.25/delta0)):
+
+    * Lemma 1 on the minibatch mean, l2 sensitivity ``Delta = 2 G sqrt(k/d) / B`` (eq. (6) for
+      one record replaced in a mean of B): ``eps_t = sqrt(2 L) Delta / sigma
+      = 2 sqrt(2 k L) G / (B sigma sqrt(d))``, so ``eps_t^2 = 8 k L G^2 / (B^2 sigma^2 d)``;
+    * Lemma 4 with activation p and B of q records drawn without replacement (replace-one;
+      Balle, Barthe & Gaboardi 2018 for B > 1), rate ``pB/q``:
+      ``eps'_t = log(1 + (pB/q)(e^{eps_t} - 1)) <= 2 (pB/q) eps_t`` (needs ``e^{eps_t} - 1 <=
+      2 eps_t``, true for ``eps_t^2 <= 1/5``), ``delta_t = pB delta0 / q``;
+    * ``2 (pB/q) eps_t = 4 p sqrt(2 k L) G / (q sigma sqrt(d))``: **B cancels**, and
+      ``sum_t eps'_t^2 <= 32 T p^2 k L G^2 / (q^2 sigma^2 d) <= epsilon^2 / 5`` is (7) itself;
+    * (8) becomes ``eps_t^2 <= q^2 epsilon^2 / (20 p^2 T B^2) <= 1/5``, which holds for
+      ``T >= q^2 epsilon^2 / (4 p^2 B^2)`` (:func:`theorem1_min_iterations`); then
+      ``eps'_t <= 2 eps_t <= 0.9`` (pB/q <= 1) and Lemma 5 with ``delta_hat = sqrt(S)`` gives
+      ``eps~ <= sqrt(3/5) epsilon + epsilon/5 <= epsilon`` exactly as for B = 1.
+
+    (The B-dependent factors are ``1/B`` in Delta and ``B`` in the rate; dividing sigma by B as
+    well, as this function once did, certified an epsilon B times too small.)"""
     _check_eps_delta(epsilon, delta0)
     m = mech
     var = (160.0 * m.k * m.p ** 2 * m.T * math.log(1.25 / delta0) * m.G ** 2
            / (m.q ** 2 * m.d * epsilon ** 2))
-    return math.sqrt(var) / m.batch_size
+    return math.sqrt(var)
 
 
 def theorem1_epsilon(sigma: float, delta0: float, mech: Mechanism) -> float:
-    """(7) solved for epsilon: the epsilon Theorem 1 certifies for this sigma (when its other
-    hypotheses hold)."""
+    """(7) solved for epsilon: ``epsilon = sqrt(160 k p^2 T log(1.25/delta0) G^2 / (q^2 d))
+    / sigma``, the epsilon Theorem 1 certifies for this sigma (when its other hypotheses hold);
+    independent of the batch size B (see :func:`theorem1_sigma`)."""
     require(sigma > 0, "sigma", sigma, "sigma > 0")
     return theorem1_sigma(1.0, delta0, mech) / sigma
 
 
-def theorem1_min_iterations(epsilon: float, p: float, q: int) -> float:
-    """Theorem 1's horizon condition ``T >= q^2 epsilon^2 / (4 p^2)``."""
-    return q ** 2 * epsilon ** 2 / (4.0 * p ** 2)
+def theorem1_min_iterations(epsilon: float, p: float, q: int, batch_size: int = 1) -> float:
+    """Theorem 1's horizon condition ``T >= q^2 epsilon^2 / (4 p^2)`` (B = 1, as stated), with B
+    records per step ``T >= q^2 epsilon^2 / (4 p^2 B^2)``: what makes (8)'s
+    ``eps_t^2 = q^2 epsilon^2 / (20 p^2 T B^2)`` at most 1/5 (see :func:`theorem1_sigma`)."""
+    require(0 < p <= 1, "p", p, "0 < p <= 1")
+    require(q >= 1, "q", q, "q >= 1 local records")
+    require(1 <= batch_size <= q, "batch_size", batch_size, f"1 <= batch_size <= q = {q}")
+    return q ** 2 * epsilon ** 2 / (4.0 * p ** 2 * batch_size ** 2)
 
 
 def theorem1_failures(epsilon: float, sigma: float, delta0: float, mech: Mechanism) -> list[str]:
@@ -128,15 +155,14 @@ def theorem1_failures(epsilon: float, sigma: float, delta0: float, mech: Mechani
         out.append(f"epsilon = {epsilon:g} is outside (0, 1]")
     if not 0 < delta0 <= 1:
         out.append(f"delta0 = {delta0:g} is outside (0, 1]")
-    T_min = theorem1_min_iterations(epsilon, mech.p, mech.q)
+    T_min = theorem1_min_iterations(epsilon, mech.p, mech.q, mech.batch_size)
     if mech.T < T_min:
-        out.append(f"T = {mech.T} < q^2 eps^2 / (4 p^2) = {T_min:.6g}")
+        out.append(f"T = {mech.T} < q^2 eps^2 / (4 p^2) = {T_min:.6g}" if mech.batch_size == 1
+                   else f"T = {mech.T} < q^2 eps^2 / (4 p^2 B^2) = {T_min:.6g} "
+                   f"(B = {mech.batch_size})")
     bound = theorem1_sigma(epsilon, delta0, mech) if 0 < epsilon and 0 < delta0 <= 1 else math.inf
     if sigma < bound * (1 - 1e-12):
         out.append(f"sigma = {sigma:.6g} < the bound (7) = {bound:.6g}")
-    if mech.batch_size != 1:
-        out.append(f"batch_size = {mech.batch_size}: Theorem 1 is stated for one sample per step "
-                   "(its B-sample generalisation is used)")
     return out
 
 
