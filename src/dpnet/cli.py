@@ -20,6 +20,7 @@ from typing import Any
 
 from . import algorithms, compression, graphs, noise, problems
 from .errors import DPNetError, ParameterError, UnknownNameError
+from .privacy import accountants
 
 # -- helpers ---------------------------------------------------------------------------------
 
@@ -103,11 +104,15 @@ def cmd_list(args) -> int:
         "problems": {k: (v.__doc__ or "").strip().splitlines()[0]
                      for k, v in problems._RANDOM.items()},
         "experiments": {k: f"{v.title} [{v.paper}]" for k, v in experiments.available().items()},
+        "accountants": {k: ", ".join(v) for k, v in accountants.every().items()},
     }
     for section, rows in tables.items():
         if what not in (None, section):
             continue
         print(f"{section}:")
+        if section == "accountants":
+            print("  (generic ones read an algorithm's mechanism(); theorem ones are registered "
+                  "per algorithm)")
         for key, text in rows.items():
             print(f"  {key:24s} {text}")
     return 0
@@ -215,20 +220,27 @@ def _is_rank0() -> bool:
 
 
 def cmd_privacy(args, extra: list[str]) -> int:
+    """The guarantee of an algorithm's parameters: constructor parameters build the algorithm,
+    assumption names and the accountant's options go to ``privacy()``, anything else is an
+    error listing both (nothing is silently dropped)."""
     params = _parse_params(extra)
     n = int(params.pop("agents", params.pop("n", 6)))
     d = int(params.pop("dim", params.pop("d", 10)))
-    constants = {}
-    for key in ("gradient_bound", "adjacency", "variant"):
-        if key in params:
-            constants[key] = params.pop(key)
-    smooth = float(params.pop("smoothness", float("inf")))
     iterations = params.pop("iterations", None)
     graph_name = params.pop("graph", "ring")
+    cls = algorithms.get(args.name)
+    accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    constructor_like = {k for k in params if k in accepted or k.startswith("noise")
+                        or k in ("decay", "power", "compressor") or k.endswith("_decay")}
+    constants = {k: params.pop(k) for k in list(params) if k not in constructor_like}
+    smooth = float(constants.get("smoothness", float("inf")))
     alg = build_algorithm(args.name, params)
     problem = problems.ProblemConstants(n, d, smooth)
     graph = graphs.from_spec({"name": graph_name, "n": n})
-    guarantee = alg.privacy(problem, graph, iterations=iterations, **constants)
+    if "smoothness" in constants and constants["smoothness"] == float("inf"):
+        constants.pop("smoothness")
+    guarantee = alg.privacy(problem, graph, iterations=iterations, accountant=args.accountant,
+                            **constants)
     print(f"{alg}")
     print(guarantee)
     return 0
@@ -279,7 +291,7 @@ def make_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("list", help="list algorithms, graphs, compressors, problems, experiments")
     s.add_argument("what", nargs="?", choices=["algorithms", "graphs", "compressors", "problems",
-                                               "experiments"])
+                                               "experiments", "accountants"])
     s.set_defaults(func=cmd_list)
     s = sub.add_parser("run", help="run a TOML configuration")
     s.add_argument("config")
@@ -296,8 +308,11 @@ def make_parser() -> argparse.ArgumentParser:
                        description="dpnet privacy NAME --param value ...: hyper-parameters as in "
                        "the paper; noise scales as numbers with --decay q (geometric) or --power; "
                        "--iterations K (omit for an infinite-horizon result), --gradient-bound M, "
-                       "--adjacency delta, --smoothness L, --dim d, --agents n, --variant.")
+                       "--adjacency-radius delta, --smoothness L, --delta, --dim d, --agents n, "
+                       "--accountant NAME and its options (e.g. --variant).")
     s.add_argument("name")
+    s.add_argument("--accountant", default=None,
+                   help="accountant by name (dpnet list accountants; default: the algorithm's)")
     s.set_defaults(func=cmd_privacy, takes_extra=True)
     s = sub.add_parser("demo", help="the main job on built-in defaults")
     s.add_argument("--out", default="demo-output")

@@ -15,6 +15,8 @@ iterates on a GPU never crosses the bus.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -101,6 +103,14 @@ class Noise(ABC):
         self.schedule = Schedule.make(scale, decay, power, schedule)
 
     # -- public -----------------------------------------------------------------------------
+    def scaled(self, factor: float) -> Noise:
+        """A copy whose every scale is multiplied by ``factor`` (same schedule shape): what a
+        calibration over a common noise factor varies."""
+        require(factor >= 0 and np.isfinite(factor), "factor", factor, "0 <= factor < inf")
+        out = copy.copy(self)
+        out.schedule = dataclasses.replace(self.schedule, scale=self.schedule.scale * factor)
+        return out
+
     @property
     def is_zero(self) -> bool:
         return self.schedule.is_zero

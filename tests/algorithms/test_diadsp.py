@@ -197,11 +197,11 @@ def test_proposition1_numbers():
     g = graphs.ring(5)
     L, eta, q, s_x, s_y, delta = p.smoothness, 0.05, 0.8, 2.0, 3.0, 0.7
     alg = DiaDSP(eta=eta, noise_x=noise.Laplace(s_x, decay=q), noise_y=noise.Laplace(s_y, decay=q))
-    pg = alg.privacy(p, g, iterations=None, adjacency=delta, variant="printed")
+    pg = alg.privacy(p, g, iterations=None, adjacency_radius=delta, variant="printed")
     tau = eta / s_x + 1 / s_y
     hand = tau * q**2 * delta / (q**2 - eta * L - q * eta * L)
     assert pg.epsilon == pytest.approx(hand, rel=1e-13)
-    sound = alg.privacy(p, g, iterations=None, adjacency=delta)   # default: x term eta/(s_x q)
+    sound = alg.privacy(p, g, iterations=None, adjacency_radius=delta)   # default: x term eta/(s_x q)
     tau = eta / (s_x * q) + 1 / s_y
     assert sound.epsilon == pytest.approx(tau * q**2 * delta / (q**2 - eta * L - q * eta * L),
                                           rel=1e-13)
@@ -221,8 +221,8 @@ def test_privacy_guards_raise():
 
     cases = [
         (lambda: alg().privacy(p, g, iterations=None), "adjacency", "adjacency radius"),
-        (lambda: alg(q=0.3).privacy(p, g, iterations=None, adjacency=1.0), "q", "< q < 1"),
-        (lambda: alg(eta=1 / (2 * L)).privacy(p, g, iterations=None, adjacency=1.0), "eta",
+        (lambda: alg(q=0.3).privacy(p, g, iterations=None, adjacency_radius=1.0), "q", "< q < 1"),
+        (lambda: alg(eta=1 / (2 * L)).privacy(p, g, iterations=None, adjacency_radius=1.0), "eta",
          "eta < 1/(2 L_f)"),
         (lambda: alg(q=0.8, qy=0.9).privacy(p, g, iterations=5, gradient_bound=1.0), "decay",
          "one decay q_i"),

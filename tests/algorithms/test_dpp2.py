@@ -191,17 +191,17 @@ def test_exact_convergence_with_decaying_noise():
 def test_privacy_method_uses_theorem_3():
     w, e = _noises(0.5, 2.0, 0.9)
     alg = DPP2(ALPHA, BETA, RHO, noise_w=w, noise_e=e)
-    g = alg.privacy(PROBLEM, GRAPH, iterations=30, adjacency=0.2)
+    g = alg.privacy(PROBLEM, GRAPH, iterations=30, adjacency_radius=0.2)
     M = PROBLEM.smoothness
     c = np.sqrt(D) * (1 / 2.0 + ALPHA / 0.5) * 0.2 / (1 - ALPHA * M)
     assert g.epsilon == pytest.approx(c * sum(0.9 ** -k for k in range(31)), rel=1e-12)
     assert "Theorem 3" in g.theorem and len(g.per_agent) == N
-    printed = alg.privacy(PROBLEM, GRAPH, iterations=30, adjacency=0.2, variant="printed")
+    printed = alg.privacy(PROBLEM, GRAPH, iterations=30, adjacency_radius=0.2, variant="printed")
     assert printed.epsilon == pytest.approx(c * sum(0.9 ** -k for k in range(1, 31)), rel=1e-12)
     with pytest.raises(ParameterError, match="adjacency"):
         alg.privacy(PROBLEM, GRAPH, iterations=30)
     with pytest.raises(ParameterError, match="alpha"):
-        alg.privacy(PROBLEM, GRAPH, iterations=30, adjacency=0.2, smoothness=1 / ALPHA)
-    assert not DPP2(ALPHA, BETA, RHO).privacy(PROBLEM, GRAPH, 30, adjacency=0.2).is_private
-    res = dpnet.run(alg, PROBLEM, GRAPH, 30, privacy={"adjacency": 0.2})
+        alg.privacy(PROBLEM, GRAPH, iterations=30, adjacency_radius=0.2, smoothness=1 / ALPHA)
+    assert not DPP2(ALPHA, BETA, RHO).privacy(PROBLEM, GRAPH, 30, adjacency_radius=0.2).is_private
+    res = dpnet.run(alg, PROBLEM, GRAPH, 30, privacy={"adjacency_radius": 0.2})
     assert res.privacy.epsilon == g.epsilon

@@ -209,17 +209,17 @@ def test_privacy_theorem3_and_proposition1_through_the_algorithm():
     # Proposition 1 needs eta < 1/(2 L) and q in its interval: eta = 0.01, q = 0.9
     slow = PGTC(0.01, 0.2, 0.5, 0.5, noise_x=1.0, noise_y=2.0, q=0.9)
     L = p.smoothness
-    prop = slow.privacy(p, METROPOLIS, iterations=None, adjacency=0.5, variant="printed")
+    prop = slow.privacy(p, METROPOLIS, iterations=None, adjacency_radius=0.5, variant="printed")
     tau = 0.01 / 1.0 + 1 / 2.0
     assert prop.epsilon == pytest.approx(tau * 0.81 * 0.5 / (0.81 - 0.01 * L - 0.9 * 0.01 * L))
-    sound = slow.privacy(p, METROPOLIS, iterations=None, adjacency=0.5)  # the default: derived
+    sound = slow.privacy(p, METROPOLIS, iterations=None, adjacency_radius=0.5)  # the default: derived
     tau = 0.01 / (1.0 * 0.9) + 1 / 2.0
     assert sound.epsilon == pytest.approx(tau * 0.81 * 0.5 / (0.81 - 0.01 * L - 0.9 * 0.01 * L))
     assert "Proposition 1" in prop.theorem and prop.horizon is None
     with pytest.raises(ParameterError, match="adjacency"):
         slow.privacy(p, METROPOLIS, iterations=None)
     with pytest.raises(ParameterError, match="q"):
-        alg.privacy(p, METROPOLIS, iterations=None, adjacency=0.5)     # q = 0.1 too small
+        alg.privacy(p, METROPOLIS, iterations=None, adjacency_radius=0.5)     # q = 0.1 too small
     with pytest.raises(ParameterError, match="gradient_bound"):
         alg.privacy(problems.SinCos.random(N, D), METROPOLIS, iterations=3)
     assert not PGTC(0.1, 0.2, 0.5, 0.5).privacy(p, METROPOLIS, iterations=3).is_private

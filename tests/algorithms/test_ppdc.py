@@ -185,14 +185,14 @@ def test_privacy_theorem6_proposition2_and_remark7():
     slow = PPDC(0.01, 45, 5, 0.2, noise_x=1.0, noise_v=2.0, q=0.9)
     L = p.smoothness
     with pytest.raises(ParameterError, match="variant.*no corrected form"):
-        slow.privacy(p, METROPOLIS, iterations=None, adjacency=0.5)   # the default is sound
-    prop = slow.privacy(p, METROPOLIS, iterations=None, adjacency=0.5, variant="printed")
+        slow.privacy(p, METROPOLIS, iterations=None, adjacency_radius=0.5)   # the default is sound
+    prop = slow.privacy(p, METROPOLIS, iterations=None, adjacency_radius=0.5, variant="printed")
     tau = 1 / 1.0 + 1 / (0.01 * 2.0)
     assert prop.epsilon == pytest.approx(tau * 0.81 * 0.5 / (0.81 - 0.01 * L - 0.9 * 0.01 * L))
     assert "Proposition 2" in prop.theorem
     with pytest.raises(ParameterError, match="eta"):
         PPDC(1.0, 45, 5, 0.2, noise_x=1.0, noise_v=1.0, q=0.99).privacy(
-            p, METROPOLIS, iterations=None, adjacency=0.5, variant="printed")
+            p, METROPOLIS, iterations=None, adjacency_radius=0.5, variant="printed")
     with pytest.raises(ParameterError, match="decay"):
         PPDC(0.01, 45, 5, 0.2, noise_x=noise.Laplace(1.0, decay=0.5),
              noise_v=noise.Laplace(1.0, decay=0.6)).privacy(p, METROPOLIS, iterations=3,

@@ -65,12 +65,12 @@ def test_side_by_side_epsilons_agree_with_each_algorithms_own_accountant():
     r, K = 0.9, 500                                    # finite in floating point (~1e24)
     logs = exp._log10_eps(problem, r, K, M, 2 * M)
     algs = exp._fig3_algorithms(r)
-    own = {"DPP2": algs["DPP2"].privacy(problem, graph, K, adjacency=2 * M).epsilon,
+    own = {"DPP2": algs["DPP2"].privacy(problem, graph, K, adjacency_radius=2 * M).epsilon,
            "DiaDSP": algs["DiaDSP"].privacy(problem, graph, K, gradient_bound=M).epsilon,
            "PPDC": algs["PPDC"].privacy(problem, graph, K, gradient_bound=M).epsilon}
     for name, eps in own.items():
         assert math.isfinite(eps) and logs[name] == pytest.approx(math.log10(eps), abs=1e-9)
-    printed = algs["DPP2"].privacy(problem, graph, K, adjacency=2 * M, variant="printed")
+    printed = algs["DPP2"].privacy(problem, graph, K, adjacency_radius=2 * M, variant="printed")
     assert logs["DPP2 (printed k=1..K)"] == pytest.approx(math.log10(printed.epsilon), abs=1e-9)
     # the per-iteration factors: paper 000 gives DiaDSP and PPDC exactly sqrt(d) M here
     # (4 (0.1/2 + 1/5) = 2 (0.1/1 + 2/5) = 1); DPP2's is sqrt(d) 2M (1 + 0.1) / (1 - alpha Mbar)

@@ -159,10 +159,10 @@ def test_dpp2_calibrated_meets_the_target(over, variant):
     alg = DPP2(0.1, 0.05, 10, noise_w=noise.Laplace(u_w, decay=0.9),
                noise_e=noise.Laplace(u_e, decay=0.9))
     K, delta = 50, 0.3
-    base = alg.privacy(PROBLEM, GRAPH, K, adjacency=delta, variant=variant).epsilon
+    base = alg.privacy(PROBLEM, GRAPH, K, adjacency_radius=delta, variant=variant).epsilon
     target = base / 3 if over == "u" else base * 0.8
     cal = alg.calibrated(PROBLEM, GRAPH, target, K, delta, over=over, variant=variant)
-    g = cal.privacy(PROBLEM, GRAPH, K, adjacency=delta, variant=variant)
+    g = cal.privacy(PROBLEM, GRAPH, K, adjacency_radius=delta, variant=variant)
     assert g.epsilon <= target and g.epsilon == pytest.approx(target, rel=1e-6)
     assert (cal.alpha, cal.beta, cal.rho, cal.eta) == (alg.alpha, alg.beta, alg.rho, alg.eta)
     if over == "u":
@@ -176,20 +176,20 @@ def test_guarantee_refuses_mixed_decays_and_non_geometric_noise():
     mixed = DPP2(0.1, 0.05, 10, noise_w=noise.Laplace(1.0, decay=0.9),
                  noise_e=noise.Laplace(1.0, decay=0.8))
     with pytest.raises(ParameterError, match="one decay"):
-        mixed.privacy(PROBLEM, GRAPH, 10, adjacency=1.0)
+        mixed.privacy(PROBLEM, GRAPH, 10, adjacency_radius=1.0)
     const = DPP2(0.1, 0.05, 10, noise_w=noise.Laplace(1.0), noise_e=noise.Laplace(1.0))
     with pytest.raises(ParameterError, match="geometric"):
-        const.privacy(PROBLEM, GRAPH, 10, adjacency=1.0)
+        const.privacy(PROBLEM, GRAPH, 10, adjacency_radius=1.0)
     with pytest.raises(ParameterError, match="finite-horizon"):
         DPP2(0.1, 0.05, 10, noise_w=1.0, noise_e=1.0, r=0.9).privacy(PROBLEM, GRAPH, None,
-                                                                     adjacency=1.0)
+                                                                     adjacency_radius=1.0)
 
 
 def test_privacy_from_constants_only():
     """What ``dpnet privacy dpp2`` does: no data, only d, Mbar and delta."""
     const = problems.ProblemConstants(n_agents=50, dim=10, smoothness=5.03)
     alg = DPP2(0.0994, 0.05, 10, noise_w=0.994, noise_e=1.0, r=0.9)
-    g = alg.privacy(const, None, iterations=20, adjacency=1.0)
+    g = alg.privacy(const, None, iterations=20, adjacency_radius=1.0)
     c = math.sqrt(10) * (1 / 1.0 + 0.0994 / 0.994) / (1 - 0.0994 * 5.03)
     assert g.epsilon == pytest.approx(c * sum(0.9 ** -k for k in range(21)), rel=1e-12)
     assert len(g.per_agent) == 50

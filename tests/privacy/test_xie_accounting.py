@@ -186,7 +186,7 @@ def test_calibrate_never_overshoots_propositions(which, s, u, target, delta):
     q = xie.proposition_q_min(eta, 1.0) + u * (1 - xie.proposition_q_min(eta, 1.0))
     alg = (PGTC(eta, 0.2, 0.5, 0.5, noise_x=s, noise_y=s, q=q) if which == "pgtc"
            else PPDC(eta, 45, 5, 0.2, noise_x=s, noise_v=s, q=q))
-    kw = dict(iterations=None, adjacency=delta,
+    kw = dict(iterations=None, adjacency_radius=delta,
               variant="derived" if which == "pgtc" else "printed")  # Prop 2: printed only
     tuned = alg.calibrate(target, CONSTANTS, GRAPH, **kw)
     eps = tuned.privacy(CONSTANTS, GRAPH, **kw).epsilon

@@ -32,9 +32,9 @@ def test_guarantees_carry_the_audit_notes():
     p = ProblemConstants(3, 1, 0.01)
     alg = dpnet.algorithms.DiaDSP(0.5, dpnet.noise.Laplace(2.0, decay=0.2),
                                   dpnet.noise.Laplace(50.0, decay=0.2))
-    printed = alg.privacy(p, g, None, adjacency=2.0, variant="printed")
+    printed = alg.privacy(p, g, None, adjacency_radius=2.0, variant="printed")
     assert any("audit" in n for n in printed.notes)
-    assert not alg.privacy(p, g, None, adjacency=2.0, variant="derived").notes
+    assert not alg.privacy(p, g, None, adjacency_radius=2.0, variant="derived").notes
     big_eta = dpnet.algorithms.DiaDSP(100.0, dpnet.noise.Laplace(200.0, decay=0.9),
                                       dpnet.noise.Laplace(1e4, decay=0.9))
     assert any("sqrt(eta)" in n for n in big_eta.privacy(p, g, 2, gradient_bound=1.0,
@@ -48,9 +48,9 @@ def test_the_default_variant_is_the_sound_one():
     g, p = dpnet.graphs.ring(3), ProblemConstants(3, 1, 0.01)
     lap = dpnet.noise.Laplace
     alg = dpnet.algorithms.DiaDSP(0.5, lap(2.0, decay=0.2), lap(50.0, decay=0.2))
-    default = alg.privacy(p, g, None, adjacency=2.0)
+    default = alg.privacy(p, g, None, adjacency_radius=2.0)
     assert default.epsilon == pytest.approx(2.988235294, rel=1e-9)   # the derived form, by hand
-    assert default.epsilon == alg.privacy(p, g, None, adjacency=2.0, variant="derived").epsilon
+    assert default.epsilon == alg.privacy(p, g, None, adjacency_radius=2.0, variant="derived").epsilon
     assert not default.notes
     for eta in (0.5, 100.0):   # Theorem 3: sqrt(eta) for eta <= 1, eta above (hand values)
         a = dpnet.algorithms.DiaDSP(eta, lap(200.0, decay=0.9), lap(1e4, decay=0.9))
@@ -62,7 +62,7 @@ def test_the_default_variant_is_the_sound_one():
     ppdc = dpnet.algorithms.PPDC(0.5, 0.5, 1.0, 0.5, dpnet.compression.Identity(),
                                  lap(2.0, decay=0.2), lap(50.0, decay=0.2))
     with pytest.raises(ParameterError, match="variant.*no corrected form.*Theorem 6"):
-        ppdc.privacy(p, g, None, adjacency=2.0)
+        ppdc.privacy(p, g, None, adjacency_radius=2.0)
     # Theorem 6, eta = 0.5 > 1/4: the derived x-term 4 eta exceeds the printed 2 sqrt(eta)
     hand = 4 * (0.5 / 2.0 + 1 / (1.0 * 50.0)) * (1 + 1 / 0.2 + 1 / 0.04)
     assert ppdc.privacy(p, g, 2, gradient_bound=1.0).epsilon == pytest.approx(hand, rel=1e-12)

@@ -13,6 +13,7 @@ Private algorithms also implement ``privacy(problem, graph, iterations=..., **co
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -20,11 +21,15 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from ..errors import UnknownNameError, require
+from ..errors import ParameterError, UnknownNameError, require
 from ..graphs import Graph
 from ..network import Network
 from ..noise import Noise
+from ..privacy import accountants
+from ..privacy.assumptions import Assumptions
+from ..privacy.calibration import calibrate
 from ..privacy.guarantee import PrivacyGuarantee
+from ..privacy.mechanism import Mechanism
 from ..problems.base import Problem
 from ..rng import Streams
 
@@ -88,10 +93,59 @@ class Algorithm(ABC):
     def check_problem(self, problem: Problem) -> None:
         """Raise if the problem does not meet the algorithm's requirement (default: none)."""
 
+    # -- privacy (one API for every algorithm: dpnet.privacy.accountants) ---------------------
+    #: the accountant ``privacy()`` uses when none is named (None: the algorithm is not private)
+    default_accountant: ClassVar[str | None] = None
+    #: attributes a calibration scales by one common factor (noise objects or numeric scales)
+    noise_attributes: ClassVar[tuple[str, ...]] = ()
+
     def privacy(self, problem: Problem, graph: Graph, iterations: int | None = None,
+                assumptions: Assumptions | dict | None = None, accountant: str | None = None,
                 **constants: Any) -> PrivacyGuarantee:
-        """The guarantee these parameters buy (non-private algorithms: none)."""
-        return PrivacyGuarantee.none(f"{self.name} adds no privacy noise", iterations)
+        """The guarantee these parameters buy, by ``accountant`` (default
+        :attr:`default_accountant`; ``dpnet list accountants``). ``constants``: assumption values
+        (:data:`dpnet.privacy.assumptions.ASSUMPTIONS`) and the accountant's own options; any
+        other name is an error listing the known ones."""
+        return accountants.account(self, problem, graph, iterations, assumptions, accountant,
+                                   **constants)
+
+    def mechanism(self, problem: Problem, graph: Graph, iterations: int,
+                  assumptions: Assumptions) -> list[tuple[np.ndarray, Mechanism]]:
+        """What the algorithm releases over ``iterations`` steps, as ``(agents, mechanism)``
+        groups (agents sharing their noise parameters share a description). Algorithms that
+        describe it get the generic accountants (``laplace``, ``rdp``, ``pld``)."""
+        raise NotImplementedError(f"{self.name} does not describe its releases")
+
+    def calibrate(self, epsilon: float, problem: Problem, graph: Graph,
+                  iterations: int | None = None, over: str | tuple[str, ...] | None = None,
+                  accountant: str | None = None, assumptions: Assumptions | dict | None = None,
+                  **constants: Any) -> Algorithm:
+        """A copy whose ``over`` attributes (default :attr:`noise_attributes`) are scaled by the
+        smallest common factor whose guarantee, by ``accountant``, is at most ``epsilon``
+        (:func:`dpnet.privacy.calibration.calibrate`: never above the target). Give ``delta``
+        (an assumption) for an (epsilon, delta) accountant."""
+        names = (over,) if isinstance(over, str) else tuple(over or self.noise_attributes)
+        require(bool(names), "over", over, f"attributes of {self.name} to scale (it has no "
+                "noise_attributes)")
+        for a in names:
+            require(hasattr(self, a), "over", a, f"an attribute of {self.name}")
+        values = [getattr(self, a) for a in names]
+        if all((v.is_zero if isinstance(v, Noise) else v == 0) for v in values):
+            raise ParameterError(", ".join(names), "scale 0", "some noise scale > 0 to calibrate "
+                                 "(scaling zero noise gives none)")
+
+        def scaled(t: float) -> Algorithm:
+            out = copy.copy(self)
+            for a in names:
+                value = getattr(self, a)
+                setattr(out, a, value.scaled(t) if isinstance(value, Noise) else value * t)
+            return out
+
+        def epsilon_of(t: float) -> float:
+            return scaled(t).privacy(problem, graph, iterations, assumptions=assumptions,
+                                     accountant=accountant, **constants).epsilon
+
+        return scaled(calibrate(epsilon_of, epsilon))
 
     def params(self) -> dict[str, Any]:
         """Hyper-parameters for reports."""

@@ -17,12 +17,10 @@ Theorem 3 / Proposition 1 with gamma = 1 and the identity compressor (DiaDSP is 
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..errors import positive
 from ..noise import Noise, none
-from ..privacy.guarantee import PrivacyGuarantee
-from ..privacy.xie import calibrate_noise, xie_guarantee
+from ..privacy import accountants
+from ..privacy.xie import xie_guarantee, xie_mechanism
 from .base import Algorithm, Context, State, register
 
 
@@ -55,23 +53,14 @@ class DiaDSP(Algorithm):
         y_next = ctx.net.mix(ctx.net.exchange(ya, "y")).add_(g_next).sub_(g)          # (11)
         return {"x": x_next, "y": y_next, "g": g_next}
 
-    # -- privacy ----------------------------------------------------------------------------
-    def privacy(self, problem, graph, iterations: int | None = None,
-                gradient_bound: float | None = None, adjacency: float | None = None,
-                variant: str = "sound", **_: Any) -> PrivacyGuarantee:
-        """Theorem 3 of paper 000 for a finite horizon (gradient bound M, from the problem when it
-        knows one), Proposition 1 for ``iterations=None`` (adjacency radius delta required).
-        ``variant``: "sound" (default), "printed" or "derived" (:mod:`dpnet.privacy.xie`)."""
-        return xie_guarantee(self.name, "pgtc", problem, graph, iterations, self.eta,
-                             self.noise_x, self.noise_y, gradient_bound=gradient_bound,
-                             adjacency=adjacency, variant=variant)
+    # -- privacy: accountant "xie" (below) and the generic ones over mechanism() -------------
+    default_accountant = "xie"
+    noise_attributes = ("noise_x", "noise_y")
 
-    def calibrate(self, epsilon: float, problem, graph, iterations: int | None = None,
-                  **constants: Any) -> DiaDSP:
-        """A copy with ``noise_x`` and ``noise_y`` scaled by the smallest common factor whose
-        guarantee is at most ``epsilon`` (same constants as :meth:`privacy`)."""
-        return calibrate_noise(self, ("noise_x", "noise_y"), epsilon, problem, graph,
-                               iterations=iterations, **constants)
+    def mechanism(self, problem, graph, iterations, assumptions):
+        """Per k = 0..K: x^a and y^a, Laplace, sensitivities of paper 000's appendix."""
+        return xie_mechanism("pgtc", problem, graph, iterations, self.eta, self.noise_x,
+                             self.noise_y, assumptions.gradient_bound)
 
 
 @register
@@ -85,5 +74,15 @@ class GradientTracking(DiaDSP):
     def __init__(self, eta: float) -> None:
         super().__init__(eta)
 
-    def privacy(self, problem, graph, iterations=None, **_):
-        return PrivacyGuarantee.none("gradient tracking adds no privacy noise", iterations)
+    default_accountant = None       # not private: privacy() says so (and checks the names)
+    noise_attributes = ()
+
+
+@accountants.register(DiaDSP, "xie")
+def xie_accountant(alg, problem, graph, iterations, assumptions, variant: str = "sound"):
+    """Theorem 3 of paper 000 for a finite horizon (gradient_bound M, from the problem when it
+    knows one), Proposition 1 for ``iterations=None`` (adjacency_radius delta required);
+    ``variant``: "sound" (default), "printed" or "derived" (:mod:`dpnet.privacy.xie`)."""
+    return xie_guarantee(alg.name, "pgtc", problem, graph, iterations, alg.eta, alg.noise_x,
+                         alg.noise_y, gradient_bound=assumptions.gradient_bound,
+                         adjacency=assumptions.adjacency_radius, variant=variant)

@@ -23,14 +23,12 @@ Privacy: Theorem 3 (:mod:`dpnet.privacy.ou`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
 from ..errors import ParameterError, open_interval, positive, require
 from ..noise import Laplace, Noise, none
-from ..privacy import ou
-from ..privacy.guarantee import PrivacyGuarantee
+from ..privacy import accountants, ou
 from .base import Algorithm, Context, State, register
 
 NoiseArg = Noise | float | Sequence[float] | None
@@ -133,13 +131,15 @@ class DPP2(Algorithm):
         return {"x": x + w - self.alpha * (z - e) + self.beta * Pz,              # line 8
                 "d": eta * d + y, "q": eta * q + self.rho * Py}                  # lines 9-10
 
-    def privacy(self, problem, graph=None, iterations: int | None = None,
-                adjacency: float | None = None, variant: str = "conservative",
-                smoothness: float | None = None, **_: Any) -> PrivacyGuarantee:
-        """Theorem 3 (adjacency radius delta required; ``variant`` "conservative" sums k = 0..K,
-        "printed" k = 1..K; ``smoothness`` overrides the problem's Mbar)."""
-        return ou.dpp2_guarantee(self.name, problem, graph, iterations, self.alpha, self.noise_w,
-                                 self.noise_e, adjacency, variant, smoothness)
+    # -- privacy: accountant "ou" (below) and the generic ones over mechanism() --------------
+    default_accountant = "ou"
+    noise_attributes = ("noise_w", "noise_e")
+
+    def mechanism(self, problem, graph, iterations, assumptions):
+        """Per k = 0..K: the e- and w-noised messages, Laplace, Theorem 3's sensitivities."""
+        return ou.dpp2_mechanism(problem, graph, iterations, self.alpha, self.noise_w,
+                                 self.noise_e, assumptions.adjacency_radius,
+                                 assumptions.smoothness)
 
     def calibrated(self, problem, graph, target: float, iterations: int, adjacency: float,
                    over: str = "u", variant: str = "conservative",
@@ -149,3 +149,12 @@ class DPP2(Algorithm):
         w, e = ou.calibrate_noises(problem, graph, target, iterations, self.alpha, self.noise_w,
                                    self.noise_e, adjacency, over, variant, smoothness)
         return DPP2(self.alpha, self.beta, self.rho, self.eta, w, e, self.P)
+
+
+@accountants.register(DPP2, "ou")
+def ou_accountant(alg, problem, graph, iterations, assumptions, variant: str = "conservative"):
+    """Theorem 3 of paper 004 (adjacency_radius delta required; ``variant`` "conservative" sums
+    k = 0..K, "printed" k = 1..K; the smoothness assumption overrides the problem's Mbar)."""
+    return ou.dpp2_guarantee(alg.name, problem, graph, iterations, alg.alpha, alg.noise_w,
+                             alg.noise_e, assumptions.adjacency_radius, variant,
+                             assumptions.smoothness)

@@ -33,13 +33,10 @@ sqrt(eta), "derived" eta, or the default "sound" max of the two) and Proposition
 
 from __future__ import annotations
 
-from typing import Any
-
 from .. import compression
 from ..errors import positive, positive_int
 from ..noise import Noise, PerAgent
-from ..privacy import xie
-from ..privacy.guarantee import PrivacyGuarantee
+from ..privacy import accountants, xie
 from ..problems.stochastic import Clip, as_clip, clipped_stochastic_grad
 from . import _xie
 from .base import Algorithm, Context, State, register
@@ -101,20 +98,21 @@ class PGTC(Algorithm):
                 "xc": (1 - self.alpha_x) * xc + self.alpha_x * x_hat,                   # (16)
                 "yc": (1 - self.alpha_y) * yc + self.alpha_y * y_hat}                   # (17)
 
-    # -- privacy ----------------------------------------------------------------------------
-    def privacy(self, problem, graph, iterations: int | None = None,
-                gradient_bound: float | None = None, adjacency: float | None = None,
-                variant: str = "sound", **_: Any) -> PrivacyGuarantee:
-        """Theorem 3 for ``iterations=K`` (M = ``gradient_bound`` or the problem's own bound),
-        Proposition 1 for ``iterations=None`` (``adjacency`` = delta required). ``variant``:
-        "sound" (default), "printed" or "derived" (:mod:`dpnet.privacy.xie`)."""
-        return xie.xie_guarantee(self.name, "pgtc", problem, graph, iterations, self.eta,
-                                 self.noise_x, self.noise_y, gradient_bound=gradient_bound,
-                                 adjacency=adjacency, variant=variant)
+    # -- privacy: accountant "xie" (below) and the generic ones over mechanism() -------------
+    default_accountant = "xie"
+    noise_attributes = ("noise_x", "noise_y")
 
-    def calibrate(self, epsilon: float, problem, graph, iterations: int | None = None,
-                  **constants: Any) -> PGTC:
-        """A copy with ``noise_x`` and ``noise_y`` scaled by the smallest common factor whose
-        guarantee is at most ``epsilon`` (same constants as :meth:`privacy`)."""
-        return xie.calibrate_noise(self, ("noise_x", "noise_y"), epsilon, problem, graph,
-                                   iterations=iterations, **constants)
+    def mechanism(self, problem, graph, iterations, assumptions):
+        """Per k = 0..K: the x and y messages, Laplace, sensitivities of paper 000's appendix."""
+        return xie.xie_mechanism("pgtc", problem, graph, iterations, self.eta, self.noise_x,
+                                 self.noise_y, assumptions.gradient_bound)
+
+
+@accountants.register(PGTC, "xie")
+def xie_accountant(alg, problem, graph, iterations, assumptions, variant: str = "sound"):
+    """Theorem 3 / Proposition 1 of paper 000 (finite horizon: gradient_bound M, from the problem
+    when it knows one; ``iterations=None``: adjacency_radius delta); ``variant``: "sound"
+    (default), "printed" or "derived" (:mod:`dpnet.privacy.xie`)."""
+    return xie.xie_guarantee(alg.name, "pgtc", problem, graph, iterations, alg.eta, alg.noise_x,
+                             alg.noise_y, gradient_bound=assumptions.gradient_bound,
+                             adjacency=assumptions.adjacency_radius, variant=variant)

@@ -28,15 +28,12 @@ max of the two) and Proposition 2 (``iterations=None``, adjacency radius delta; 
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from .. import compression
 from ..errors import positive
 from ..noise import Noise, PerAgent
-from ..privacy import xie
-from ..privacy.guarantee import PrivacyGuarantee
+from ..privacy import accountants, xie
 from . import _xie
 from .base import Algorithm, Context, State, register
 
@@ -82,20 +79,22 @@ class PPDC(Algorithm):
         return {"x": x_next, "v": v_next, "g": ctx.grad(x_next),
                 "xc": (1 - self.alpha_x) * xc + self.alpha_x * x_hat}                   # (16)
 
-    # -- privacy ----------------------------------------------------------------------------
-    def privacy(self, problem, graph, iterations: int | None = None,
-                gradient_bound: float | None = None, adjacency: float | None = None,
-                variant: str = "sound", **_: Any) -> PrivacyGuarantee:
-        """Theorem 6 for ``iterations=K`` (M = ``gradient_bound`` or the problem's own bound),
-        Proposition 2 for ``iterations=None`` (``adjacency`` = delta and ``variant="printed"``
-        required). ``variant``: "sound" (default), "printed" or "derived"."""
-        return xie.xie_guarantee(self.name, "ppdc", problem, graph, iterations, self.eta,
-                                 self.noise_x, self.noise_v, gradient_bound=gradient_bound,
-                                 adjacency=adjacency, variant=variant, omega=self.omega)
+    # -- privacy: accountant "xie" (below) and the generic ones over mechanism() -------------
+    default_accountant = "xie"
+    noise_attributes = ("noise_x", "noise_v")
 
-    def calibrate(self, epsilon: float, problem, graph, iterations: int | None = None,
-                  **constants: Any) -> PPDC:
-        """A copy with ``noise_x`` and ``noise_v`` scaled by the smallest common factor whose
-        guarantee is at most ``epsilon`` (same constants as :meth:`privacy`)."""
-        return xie.calibrate_noise(self, ("noise_x", "noise_v"), epsilon, problem, graph,
-                                   iterations=iterations, **constants)
+    def mechanism(self, problem, graph, iterations, assumptions):
+        """Per k = 0..K: the x and v messages, Laplace, sensitivities of paper 000's appendix."""
+        return xie.xie_mechanism("ppdc", problem, graph, iterations, self.eta, self.noise_x,
+                                 self.noise_v, assumptions.gradient_bound, self.omega)
+
+
+@accountants.register(PPDC, "xie")
+def xie_accountant(alg, problem, graph, iterations, assumptions, variant: str = "sound"):
+    """Theorem 6 / Proposition 2 of paper 000 (finite horizon: gradient_bound M, from the problem
+    when it knows one; ``iterations=None``: adjacency_radius delta); ``variant``: "sound"
+    (default), "printed" or "derived" (:mod:`dpnet.privacy.xie`)."""
+    return xie.xie_guarantee(alg.name, "ppdc", problem, graph, iterations, alg.eta, alg.noise_x,
+                             alg.noise_v, gradient_bound=assumptions.gradient_bound,
+                             adjacency=assumptions.adjacency_radius, variant=variant,
+                             omega=alg.omega)

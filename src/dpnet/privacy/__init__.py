@@ -1,7 +1,10 @@
 """Privacy guarantees, per-paper accountants, composition and calibration."""
 
 from . import xie
-from .composition import calibrate, inverse_geometric_sum, laplace_composition
+from .assumptions import ASSUMPTIONS, Assumptions
+from .calibration import calibrate
+from .composition import inverse_geometric_sum, laplace_composition
 from .guarantee import PrivacyGuarantee
 
-__all__ = ["PrivacyGuarantee", "calibrate", "laplace_composition", "inverse_geometric_sum", "xie"]
+__all__ = ["ASSUMPTIONS", "Assumptions", "PrivacyGuarantee", "calibrate", "laplace_composition",
+           "inverse_geometric_sum", "xie"]

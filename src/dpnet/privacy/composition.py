@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 
-from ..errors import ParameterError, require
+from ..errors import require
+from .calibration import calibrate as _calibrate
 
 
 def laplace_composition(sensitivities: Iterable[float], scales: Iterable[float]) -> float:
@@ -37,30 +38,9 @@ def inverse_geometric_sum(q: float, first: int, last: int) -> float:
         return math.inf
 
 
-def calibrate(epsilon_of: Callable[[float], float], target: float, lo: float = 1e-12,
-              hi: float = 1.0, rel_tol: float = 1e-10, max_iter: int = 400) -> float:
-    """Smallest ``t`` (to ``rel_tol``) with ``epsilon_of(t) <= target``, for an ``epsilon_of``
-    that is non-increasing in t (a noise scale or a scale multiplier).
-
-    The returned value is always feasible: ``epsilon_of(result) <= target`` (never overshoots)."""
-    require(target > 0 and math.isfinite(target), "target", target, "0 < target < inf")
-    while epsilon_of(hi) > target:
-        hi *= 2.0
-        if hi > 1e300:
-            raise ParameterError("target", target, "reachable by some noise scale",
-                                 "epsilon does not fall below the target as the noise grows")
-    while lo > 0 and epsilon_of(lo) <= target:
-        lo /= 2.0
-        if lo < 1e-300:
-            return lo
-    for _ in range(max_iter):
-        if hi - lo <= rel_tol * hi:
-            break
-        # sqrt(lo) * sqrt(hi): the product itself can overflow for huge scales
-        mid = math.sqrt(lo) * math.sqrt(hi) if lo > 0 and hi / lo > 4 else 0.5 * (lo + hi)
-        if epsilon_of(mid) <= target:
-            hi = mid
-        else:
-            lo = mid
-    assert epsilon_of(hi) <= target
-    return hi
+def calibrate(epsilon_of: Callable[[float], float], target: float, lo: float | None = None,
+              hi: float = 1.0, rel_tol: float = 1e-10) -> float:
+    """Smallest ``t`` with ``epsilon_of(t) <= target`` for a non-increasing ``epsilon_of``: the
+    one calibration of :mod:`dpnet.privacy.calibration` started at ``hi`` (``lo`` is accepted
+    for the callers that bracket themselves; the bracket is found again either way)."""
+    return _calibrate(epsilon_of, target, start=hi, rel_tol=rel_tol)

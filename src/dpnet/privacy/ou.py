@@ -238,3 +238,33 @@ def calibrate_noises(problem, graph, target: float, iterations: int, alpha: floa
     r = calibrate_decay(target, d, alpha, M, adjacency, u_e[worst], u_w[worst], iterations,
                         variant)
     return Laplace(u_w, decay=r), Laplace(u_e, decay=r)
+
+
+def dpp2_mechanism(problem, graph, iterations: int, alpha: float, noise_w, noise_e,
+                   adjacency: float | None, smoothness: float | None = None):
+    """DPP2's releases per group of agents sharing ``(u_w, u_e, r)``: at k = 0..K the message
+    masked by ``e`` (l1 sensitivity ``sqrt(d) delta / (1 - alpha Mbar)``, scale ``u_e r^k``) and
+    the one masked by ``w`` (``sqrt(d) alpha delta / (1 - alpha Mbar)``, ``u_w r^k``): their basic
+    composition is Theorem 3's conservative sum ``c_tilde sum_{k=0}^{K} r^{-k}``."""
+    from .mechanism import Mechanism, Releases
+
+    n = graph.n if graph is not None else problem.n_agents
+    M = float(problem.smoothness if smoothness is None else smoothness)
+    d = int(problem.dim)
+    _check(d, alpha, M, adjacency, iterations)
+    require(not (noise_w.is_zero or noise_e.is_zero), "noise", (noise_w, noise_e),
+            "both noises w and e nonzero (Theorem 3: a zero scale leaves the state unmasked)")
+    (u_w, r_w), (u_e, _) = _geometric(noise_w, "noise_w", n), _geometric(noise_e, "noise_e", n)
+    base = math.sqrt(d) * adjacency / (1.0 - alpha * M)
+    rows, inverse = np.unique(np.column_stack([u_w, u_e, r_w]), axis=0, return_inverse=True)
+    k = np.arange(iterations + 1)
+    groups = []
+    for g, (uw, ue, r) in enumerate(rows.tolist()):
+        decay = r ** k
+        groups.append((np.flatnonzero(inverse.reshape(-1) == g), Mechanism(
+            (Releases("e-masked", "laplace", base, ue * decay),
+             Releases("w-masked", "laplace", alpha * base, uw * decay)),
+            adjacency=f"function (Definition 1, adjacency radius delta = {adjacency:g})",
+            horizon=iterations,
+            source=f"paper 004 Theorem 3's sensitivities, Mbar = {M:.6g}, d = {d}")))
+    return groups

@@ -34,21 +34,19 @@ Audit findings (``dpnet audit``, docs/auditing.md), reported in every guarantee 
   ``eta > 1``, and is then not a bound.
 
 :func:`xie_guarantee` turns an algorithm's noise objects into the per-agent guarantee (DiaDSP,
-PGTC, PPDC); :func:`calibrate_noise` scales an algorithm's noises to a target epsilon.
+PGTC, PPDC) and :func:`xie_mechanism` describes their releases for the generic accountants;
+calibration is the algorithms' own (``Algorithm.calibrate``, :mod:`dpnet.privacy.calibration`).
 """
 
 from __future__ import annotations
 
-import copy
 import math
-from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
 from ..errors import ParameterError, require
 from ..noise import Laplace, Noise
-from .composition import calibrate, inverse_geometric_sum
+from .composition import inverse_geometric_sum
 from .guarantee import PrivacyGuarantee, per_agent_unique
 
 VARIANTS = ("sound", "printed", "derived")
@@ -205,29 +203,42 @@ def xie_guarantee(name: str, which: str, problem, graph, iterations, eta: float,
         assumptions=assumptions, notes=notes)
 
 
-def scaled_noise(noise: Noise, factor: float) -> Noise:
-    """The same noise (distribution, schedule, per-agent shape) with every scale times factor."""
-    sch = noise.schedule
-    return type(noise)(sch.scale * factor, decay=sch.decay, power=sch.power, schedule=sch.custom)
+def xie_mechanism(which: str, problem, graph, iterations: int, eta: float, noise_x: Noise,
+                  noise_2: Noise, gradient_bound: float | None, omega: float = 1.0):
+    """What PGTC/DiaDSP (``which="pgtc"``) or PPDC (``"ppdc"``) release, per group of agents
+    sharing their noise parameters: at every k = 0..K two Laplace releases, the x message and the
+    y (v) message, with the l1 sensitivities of the appendices' steps under Assumption 7, each the
+    larger of the printed and the derived form as ``variant="sound"`` takes them: PGTC
+    ``4 max(sqrt(eta), eta) sqrt(d) M`` and ``4 sqrt(d) M``; PPDC ``max(2 sqrt(eta), 4 eta)
+    sqrt(d) M`` and ``4 sqrt(d) M / omega``. Their basic composition is Theorem 3 exactly (sound
+    form) and bounds Theorem 6's sound form from above."""
+    from .mechanism import Mechanism, Releases
 
-
-def calibrate_noise(alg: Any, attributes: Sequence[str], target: float, problem, graph,
-                    iterations: int | None = None, **constants: Any) -> Any:
-    """A copy of ``alg`` whose noises ``attributes`` are all multiplied by the smallest common
-    factor t for which ``alg.privacy(problem, graph, iterations, **constants).epsilon <= target``
-    (ratios between noises and agents are kept; the result never overshoots the target)."""
-    base = {a: getattr(alg, a) for a in attributes}
-    if all(n.is_zero for n in base.values()):
-        raise ParameterError(", ".join(attributes), "scale 0",
-                             "some noise scale > 0 to calibrate (scaling zero noise gives none)")
-
-    def make(t: float):
-        new = copy.copy(alg)
-        for a, noise in base.items():
-            setattr(new, a, scaled_noise(noise, t))
-        return new
-
-    def epsilon_of(t: float) -> float:
-        return make(t).privacy(problem, graph, iterations=iterations, **constants).epsilon
-
-    return make(calibrate(epsilon_of, target))
+    n, d = graph.n, problem.dim
+    M = gradient_bound if gradient_bound is not None else problem.gradient_bound()
+    if M is None:
+        raise ParameterError("gradient_bound", None, "paper 000's releases have sensitivities "
+                             "in M with ||grad f_i(x)|| <= M for all x (Assumption 7); this "
+                             "problem has no global bound, give one")
+    label_2 = "y" if which == "pgtc" else "v"
+    (sx, qx), (s2, q2) = (_geometric_laplace(noise_x, "noise_x", n),
+                          _geometric_laplace(noise_2, f"noise_{label_2}", n))
+    q = q2 if noise_x.is_zero else qx
+    root = math.sqrt(d) * M
+    if which == "pgtc":
+        sens = (4.0 * max(math.sqrt(eta), eta) * root, 4.0 * root)
+    else:
+        sens = (max(2.0 * math.sqrt(eta), 4.0 * eta) * root, 4.0 * root / omega)
+    table = np.column_stack([sx, s2, q])
+    rows, inverse = np.unique(table, axis=0, return_inverse=True)
+    k = np.arange(iterations + 1)
+    groups = []
+    for g, (a, b, qq) in enumerate(rows.tolist()):
+        decay = qq ** k
+        groups.append((np.flatnonzero(inverse.reshape(-1) == g), Mechanism(
+            (Releases("x", "laplace", sens[0], a * decay), Releases(label_2, "laplace", sens[1],
+                                                                    b * decay)),
+            adjacency="function (f_i0 replaced, Assumption 7: ||grad f_i|| <= M)",
+            horizon=iterations,
+            source=f"paper 000 appendix sensitivities with M = {M:.6g}, d = {d}, eta = {eta:g}")))
+    return groups

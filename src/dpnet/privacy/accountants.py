@@ -1,0 +1,225 @@
+"""Accountants by name: the papers' theorems registered per algorithm, and generic ones.
+
+An accountant is a function ``fn(algorithm, problem, graph, iterations, assumptions, **options)
+-> PrivacyGuarantee``. Theorem accountants are registered for an algorithm class (and serve its
+subclasses) with :func:`register`; generic accountants (:func:`register_generic`) read the
+algorithm's :meth:`mechanism` (:mod:`dpnet.privacy.mechanism`) and so apply to any algorithm that
+describes its releases: a new accountant reaches existing algorithms without editing them.
+
+Built-in generic accountants:
+
+* ``laplace``: basic composition of the Laplace releases, ``sum_t Delta_t / b_t`` (pure epsilon);
+* ``rdp``: dp-accounting's Renyi-DP accountant over the Laplace / Gaussian (Poisson-subsampled)
+  releases, epsilon at the assumptions' ``delta`` (default 1e-5);
+* ``pld``: dp-accounting's privacy-loss-distribution accountant over the same events: the
+  tightest (epsilon, delta) dpnet has (pessimistic discretisation, so never below the truth).
+
+:func:`account` is what ``Algorithm.privacy`` calls: it splits the keyword constants into
+assumptions (:data:`~dpnet.privacy.assumptions.ASSUMPTIONS`) and the chosen accountant's own
+options, and refuses any other name, listing the known ones.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import ParameterError, UnknownNameError
+from .assumptions import ASSUMPTIONS, Assumptions, check_names
+from .guarantee import PrivacyGuarantee
+from .mechanism import Mechanism, Releases
+
+DEFAULT_DELTA = 1e-5
+
+
+@dataclass(frozen=True)
+class Accountant:
+    name: str
+    fn: Callable[..., PrivacyGuarantee]
+    description: str
+    generic: bool = False
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """Keyword options the accountant takes beyond the assumptions."""
+        params = list(inspect.signature(self.fn).parameters.values())[5:]
+        return tuple(p.name for p in params if p.kind is p.KEYWORD_ONLY
+                     or p.kind is p.POSITIONAL_OR_KEYWORD)
+
+
+_BY_CLASS: dict[type, dict[str, Accountant]] = {}
+_GENERIC: dict[str, Accountant] = {}
+
+
+def register(cls: type, name: str, description: str = "") -> Callable:
+    """Decorator: ``fn`` is accountant ``name`` of ``cls`` (and of its subclasses)."""
+    def deco(fn):
+        _BY_CLASS.setdefault(cls, {})[name] = Accountant(name, fn, description or
+                                                         (fn.__doc__ or "").strip().split("\n")[0])
+        return fn
+    return deco
+
+
+def register_generic(name: str, description: str) -> Callable:
+    """Decorator: ``fn(algorithm, problem, graph, iterations, assumptions, **options)`` serves
+    every algorithm with a mechanism description."""
+    def deco(fn):
+        _GENERIC[name] = Accountant(name, fn, description, generic=True)
+        return fn
+    return deco
+
+
+def describes_mechanism(algorithm) -> bool:
+    from_base = getattr(type(algorithm).mechanism, "__qualname__", "").startswith("Algorithm.")
+    return not from_base
+
+
+def available(algorithm) -> dict[str, Accountant]:
+    """Every accountant that applies to ``algorithm`` (an instance), by name."""
+    out: dict[str, Accountant] = {}
+    for klass in reversed(type(algorithm).__mro__):
+        out.update(_BY_CLASS.get(klass, {}))
+    if describes_mechanism(algorithm):
+        out.update({k: v for k, v in _GENERIC.items() if k not in out})
+    return out
+
+
+def every() -> dict[str, list[str]]:
+    """``{accountant name: [algorithm classes it is registered for, or "generic"]}``."""
+    out: dict[str, list[str]] = {k: ["any algorithm with a mechanism"] for k in _GENERIC}
+    for klass, table in _BY_CLASS.items():
+        for name in table:
+            out.setdefault(name, []).append(getattr(klass, "name", klass.__name__))
+    return dict(sorted(out.items()))
+
+
+def account(algorithm, problem, graph, iterations: int | None,
+            assumptions: Assumptions | dict | None = None, accountant: str | None = None,
+            **constants: Any) -> PrivacyGuarantee:
+    """The guarantee of ``algorithm`` by ``accountant`` (default: the algorithm's
+    ``default_accountant``); see the module docstring for how names are checked."""
+    table = available(algorithm)
+    name = accountant or getattr(algorithm, "default_accountant", None)
+    if name is None:
+        check_names("privacy constant", constants, ASSUMPTIONS)
+        Assumptions.of(assumptions, **constants)
+        return PrivacyGuarantee.none(f"{algorithm.name} adds no privacy noise", iterations)
+    if name not in table:
+        raise UnknownNameError(f"accountant of {algorithm.name}", name, table)
+    acc = table[name]
+    check_names("privacy constant", constants,
+                list(ASSUMPTIONS) + list(acc.options))
+    given = {k: v for k, v in constants.items() if k in ASSUMPTIONS}
+    options = {k: v for k, v in constants.items() if k not in ASSUMPTIONS}
+    return acc.fn(algorithm, problem, graph, iterations, Assumptions.of(assumptions, **given),
+                  **options)
+
+
+# ---- generic accountants ----------------------------------------------------------------------
+
+def _mechanisms(algorithm, problem, graph, iterations, assumptions) -> list[tuple[np.ndarray,
+                                                                                   Mechanism]]:
+    if iterations is None:
+        raise ParameterError("iterations", None, "a finite horizon (a generic accountant composes "
+                             "the releases of that many iterations)")
+    return algorithm.mechanism(problem, graph, iterations, assumptions)
+
+
+def _per_agent(algorithm, problem, graph, iterations, assumptions, epsilon_of, label: str,
+               delta: float) -> PrivacyGuarantee:
+    groups = _mechanisms(algorithm, problem, graph, iterations, assumptions)
+    n = graph.n if graph is not None else problem.n_agents
+    per = np.full(n, np.nan)
+    sources, notes = set(), []
+    for agents, mech in groups:
+        per[agents] = epsilon_of(mech)
+        sources.add(mech.source)
+        notes.extend(mech.notes)
+    if np.isnan(per).any():
+        raise ParameterError("mechanism", algorithm.name, "a description of every agent's releases",
+                             f"agents {np.flatnonzero(np.isnan(per))[:5].tolist()} are missing")
+    adjacency = groups[0][1].adjacency
+    return PrivacyGuarantee.from_per_agent(
+        per, delta=delta, horizon=iterations,
+        theorem=f"{label} over {algorithm.name}'s releases",
+        assumptions=(f"adjacency: {adjacency}", *sorted(sources)),
+        notes=tuple(dict.fromkeys(notes)))
+
+
+@register_generic("laplace", "basic composition of Laplace releases, sum_t Delta_t / b_t (pure "
+                  "epsilon)")
+def laplace_accountant(algorithm, problem, graph, iterations, assumptions) -> PrivacyGuarantee:
+    def epsilon(mech: Mechanism) -> float:
+        total = 0.0
+        for r in mech.releases:
+            if r.noise != "laplace" or r.sampling != 1.0:
+                raise ParameterError("accountant", "laplace", "Laplace releases without "
+                                     f"subsampling; {algorithm.name} releases {r.message!r} with "
+                                     f"{r.noise} noise (sampling {r.sampling:g}): use rdp or pld")
+            total += float(np.sum(1.0 / r.multipliers))
+        return total
+    return _per_agent(algorithm, problem, graph, iterations, assumptions, epsilon,
+                      "basic composition of Laplace mechanisms", 0.0)
+
+
+def _dp_events(mech: Mechanism) -> list:
+    """dp-accounting events of a mechanism, identical releases grouped by self-composition."""
+    import dp_accounting as dpa
+
+    events = []
+    for r in mech.releases:
+        values, counts = np.unique(r.multipliers, return_counts=True)
+        for m, c in zip(values.tolist(), counts.tolist()):
+            if math.isinf(m):
+                continue                               # nothing sensitive is released
+            if m == 0:
+                events.append(dpa.NonPrivateDpEvent())
+                continue
+            ev = dpa.LaplaceDpEvent(m) if r.noise == "laplace" else dpa.GaussianDpEvent(m)
+            if r.sampling < 1.0:
+                ev = dpa.PoissonSampledDpEvent(r.sampling, ev)
+            events.append(dpa.SelfComposedDpEvent(ev, c) if c > 1 else ev)
+    return events
+
+
+def _dp_accounting_epsilon(mech: Mechanism, delta: float, kind: str) -> float:
+    import dp_accounting as dpa
+    from dp_accounting.pld import PLDAccountant
+    from dp_accounting.rdp import RdpAccountant
+
+    events = _dp_events(mech)
+    if not events:
+        return 0.0
+    if any(isinstance(e, dpa.NonPrivateDpEvent) for e in events):
+        return math.inf
+    acc = RdpAccountant() if kind == "rdp" else PLDAccountant()
+    acc.compose(dpa.ComposedDpEvent(events))
+    return float(acc.get_epsilon(delta))
+
+
+@register_generic("rdp", "dp-accounting's Renyi-DP accountant over the Laplace/Gaussian releases, "
+                  "epsilon at delta (default 1e-5)")
+def rdp_accountant(algorithm, problem, graph, iterations, assumptions) -> PrivacyGuarantee:
+    delta = assumptions.delta or DEFAULT_DELTA
+    return _per_agent(algorithm, problem, graph, iterations, assumptions,
+                      lambda m: _dp_accounting_epsilon(m, delta, "rdp"),
+                      f"Renyi DP (dp-accounting) at delta = {delta:g}", delta)
+
+
+@register_generic("pld", "dp-accounting's privacy loss distributions over the Laplace/Gaussian "
+                  "releases (pessimistic), epsilon at delta (default 1e-5)")
+def pld_accountant(algorithm, problem, graph, iterations, assumptions) -> PrivacyGuarantee:
+    delta = assumptions.delta or DEFAULT_DELTA
+    return _per_agent(algorithm, problem, graph, iterations, assumptions,
+                      lambda m: _dp_accounting_epsilon(m, delta, "pld"),
+                      f"privacy loss distributions (dp-accounting) at delta = {delta:g}", delta)
+
+
+def releases(message: str, noise: str, sensitivity, scale, sampling: float = 1.0) -> Releases:
+    """Shorthand for :class:`~dpnet.privacy.mechanism.Releases`."""
+    return Releases(message, noise, sensitivity, scale, sampling)

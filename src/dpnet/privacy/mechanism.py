@@ -1,0 +1,83 @@
+"""What an algorithm releases: small frozen events that accountants interpret.
+
+A private algorithm's :meth:`~dpnet.algorithms.base.Algorithm.mechanism` describes, for one
+protected agent and one horizon, every release that depends on its private data: per iteration
+which message, its sensitivity (in the norm its noise needs), the noise distribution and scale,
+and the subsampling that precedes it. Nothing here knows any paper: generic accountants
+(:mod:`dpnet.privacy.accountants`) compose the events by basic composition, Renyi DP or privacy
+loss distributions (dp-accounting), exactly as ``dp_accounting.DpEvent`` objects are interpreted by
+its accountants.
+
+A release series is vectorised over iterations: ``sensitivity`` and ``scale`` are arrays of one
+entry per release (usually one per iteration), so a horizon of 10^4 steps is two arrays, not 10^4
+objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import require
+
+
+def _array(name: str, value) -> np.ndarray:
+    arr = np.atleast_1d(np.asarray(value, dtype=np.float64)).reshape(-1)
+    require(bool(np.all(arr >= 0)), name, f"min {arr.min() if arr.size else 0:.4g}", ">= 0")
+    return arr
+
+
+@dataclass(frozen=True, eq=False)
+class Releases:
+    """A series of noisy releases of one message: release t adds ``noise`` noise of scale
+    ``scale[t]`` (Laplace b, Gaussian sigma) to a value whose ``norm``-sensitivity under the
+    adjacency is ``sensitivity[t]``; each release uses the protected data with probability
+    ``sampling`` (Poisson subsampling, 1 = always)."""
+
+    message: str
+    noise: str                      # "laplace" (l1 sensitivity) or "gaussian" (l2 sensitivity)
+    sensitivity: np.ndarray
+    scale: np.ndarray
+    sampling: float = 1.0
+
+    def __post_init__(self) -> None:
+        require(self.noise in ("laplace", "gaussian"), "noise", self.noise,
+                "'laplace' or 'gaussian'")
+        object.__setattr__(self, "sensitivity", _array("sensitivity", self.sensitivity))
+        object.__setattr__(self, "scale", _array("scale", self.scale))
+        if self.sensitivity.size == 1 and self.scale.size > 1:
+            object.__setattr__(self, "sensitivity",
+                               np.full(self.scale.size, float(self.sensitivity[0])))
+        require(self.sensitivity.shape == self.scale.shape, "scale", self.scale.shape,
+                f"one scale per release ({self.sensitivity.size})")
+        require(0 < self.sampling <= 1, "sampling", self.sampling, "0 < sampling <= 1")
+
+    @property
+    def norm(self) -> str:
+        return "l1" if self.noise == "laplace" else "l2"
+
+    @property
+    def multipliers(self) -> np.ndarray:
+        """Noise multipliers ``scale / sensitivity`` (inf where nothing is sensitive)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            m = self.scale / self.sensitivity
+        return np.where(self.sensitivity == 0, np.inf, m)
+
+    def __len__(self) -> int:
+        return int(self.scale.size)
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    """Everything one protected agent's data influences, under one adjacency relation."""
+
+    releases: tuple[Releases, ...]
+    adjacency: str
+    horizon: int | None
+    source: str                             # where the sensitivities come from
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def noises(self) -> set[str]:
+        return {r.noise for r in self.releases}

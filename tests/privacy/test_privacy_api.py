@@ -1,0 +1,239 @@
+"""One privacy API: assumptions by name, accountants by name, one calibration, nothing silently
+accepted. One contract test, subclassed per (algorithm, accountant) pair, as dp_accounting tests
+its accountants."""
+
+import math
+
+import numpy as np
+import pytest
+
+from dpnet import graphs, problems
+from dpnet.algorithms import DPP2, PGTC, PPDC, DiaDSP
+from dpnet.errors import ParameterError, UnknownNameError
+from dpnet.noise import Laplace
+from dpnet.privacy import accountants
+from dpnet.privacy.assumptions import ASSUMPTIONS, Assumptions
+from dpnet.privacy.calibration import calibrate
+from dpnet.privacy.mechanism import Mechanism, Releases
+
+N, D = 6, 4
+GRAPH = graphs.ring(N)
+PROBLEM = problems.ProblemConstants(N, D, 1.0)
+
+
+def _noise(s, q=0.9):
+    return Laplace(s, decay=q)
+
+
+def _diadsp(s=5.0):
+    return DiaDSP(0.1, _noise(s), _noise(2 * s))
+
+
+def _pgtc(s=5.0):
+    return PGTC(0.1, 0.2, 0.5, 0.5, noise_x=s, noise_y=2 * s, q=0.9)
+
+
+def _ppdc(s=5.0):
+    return PPDC(0.015, 45, 5, 0.2, noise_x=s, noise_v=2 * s, q=0.9)
+
+
+def _dpp2(s=5.0):
+    return DPP2(0.1, 0.01, 0.5, noise_w=s, noise_e=2 * s, r=0.9)
+
+
+CONSTANTS = {"diadsp": {"gradient_bound": 1.0}, "pgtc": {"gradient_bound": 1.0},
+             "ppdc": {"gradient_bound": 1.0}, "dpp2": {"adjacency_radius": 0.5}}
+MAKERS = {"diadsp": _diadsp, "pgtc": _pgtc, "ppdc": _ppdc, "dpp2": _dpp2}
+
+
+class AccountantContract:
+    """Every accountant of every algorithm: a guarantee that falls with noise and grows with the
+    horizon, refuses unknown names, and a calibration that never overshoots."""
+
+    algorithm = "diadsp"
+    accountant = "laplace"
+    K = 12
+
+    def make(self, s=5.0):
+        return MAKERS[self.algorithm](s)
+
+    def eps(self, alg, K=None, **kw):
+        return alg.privacy(PROBLEM, GRAPH, self.K if K is None else K,
+                           accountant=self.accountant, **CONSTANTS[self.algorithm], **kw).epsilon
+
+    def test_positive_and_monotone(self):
+        e = self.eps(self.make())
+        assert 0 < e < math.inf
+        assert self.eps(self.make(10.0)) < e            # more noise, less epsilon
+        assert self.eps(self.make(), K=self.K + 5) > e   # longer horizon, more epsilon
+
+    def test_misspelled_constant_is_named_and_the_known_ones_listed(self):
+        with pytest.raises(UnknownNameError) as err:
+            self.make().privacy(PROBLEM, GRAPH, self.K, accountant=self.accountant,
+                                gradient_bnd=1.0, **CONSTANTS[self.algorithm])
+        assert "gradient_bnd" in str(err.value)
+        assert all(name in str(err.value) for name in ASSUMPTIONS)
+
+    n_targets = 10
+
+    def test_calibration_never_overshoots(self):
+        # random targets over three decades (a property test without hypothesis: the contract
+        # runs in every subclass, which hypothesis refuses to share between executors)
+        targets = np.exp(np.random.default_rng(7).uniform(np.log(0.5), np.log(200.0),
+                                                          self.n_targets))
+        for target in targets:
+            tuned = self.make().calibrate(target, PROBLEM, GRAPH, self.K,
+                                          accountant=self.accountant,
+                                          **CONSTANTS[self.algorithm])
+            e = self.eps(tuned)
+            assert e <= target
+            assert e == pytest.approx(target, rel=1e-6)
+
+
+class TestDiaDSPXie(AccountantContract):
+    algorithm, accountant = "diadsp", "xie"
+
+
+class TestDiaDSPLaplace(AccountantContract):
+    algorithm, accountant = "diadsp", "laplace"
+
+
+class TestDiaDSPRdp(AccountantContract):
+    algorithm, accountant = "diadsp", "rdp"
+
+
+class TestPGTCLaplace(AccountantContract):
+    algorithm, accountant = "pgtc", "laplace"
+
+
+class TestPPDCXie(AccountantContract):
+    algorithm, accountant = "ppdc", "xie"
+
+
+class TestDPP2Ou(AccountantContract):
+    algorithm, accountant = "dpp2", "ou"
+
+
+class TestDPP2Laplace(AccountantContract):
+    algorithm, accountant = "dpp2", "laplace"
+
+
+class TestDiaDSPPld(AccountantContract):
+    algorithm, accountant = "diadsp", "pld"
+    K, n_targets = 3, 1          # PLD composition is slow: a short horizon, one target
+
+
+# ---- the mechanism descriptions equal the theorems they decompose ------------------------------
+
+@pytest.mark.parametrize("name", ["diadsp", "pgtc", "dpp2"])
+def test_basic_composition_of_the_mechanism_is_the_theorem(name):
+    alg = MAKERS[name]()
+    theorem = alg.privacy(PROBLEM, GRAPH, 20, **CONSTANTS[name])
+    basic = alg.privacy(PROBLEM, GRAPH, 20, accountant="laplace", **CONSTANTS[name])
+    assert basic.epsilon == pytest.approx(theorem.epsilon, rel=1e-12)
+    assert basic.per_agent == pytest.approx(theorem.per_agent, rel=1e-12)
+
+
+def test_ppdc_mechanism_bounds_theorem6_sound_from_above():
+    alg = _ppdc()
+    theorem = alg.privacy(PROBLEM, GRAPH, 20, gradient_bound=1.0).epsilon
+    basic = alg.privacy(PROBLEM, GRAPH, 20, accountant="laplace", gradient_bound=1.0).epsilon
+    assert theorem <= basic <= 1.5 * theorem
+
+
+def test_pld_and_rdp_are_epsilon_delta_and_never_above_pure_epsilon():
+    alg = DiaDSP(0.1, _noise(40.0, 0.97), _noise(40.0, 0.97))
+    pure = alg.privacy(PROBLEM, GRAPH, 30, gradient_bound=1.0)
+    pld = alg.privacy(PROBLEM, GRAPH, 30, accountant="pld", gradient_bound=1.0, delta=1e-5)
+    rdp = alg.privacy(PROBLEM, GRAPH, 30, accountant="rdp", gradient_bound=1.0, delta=1e-5)
+    assert pure.delta == 0 and pld.delta == rdp.delta == 1e-5
+    assert pld.epsilon < pure.epsilon and pld.epsilon <= rdp.epsilon * (1 + 1e-9)
+
+
+def test_hand_computed_laplace_composition():
+    # DiaDSP, d = 4, M = 1, eta = 0.1 (< 1, so sqrt(eta) is the larger factor), K = 2:
+    # eps = 4 sqrt(d) M (sqrt(eta)/s_x + 1/s_y) (1 + 1/q + 1/q^2)
+    alg = DiaDSP(0.1, _noise(2.0, 0.5), _noise(4.0, 0.5))
+    by_hand = 4 * 2 * 1 * (math.sqrt(0.1) / 2 + 1 / 4) * (1 + 2 + 4)
+    got = alg.privacy(PROBLEM, GRAPH, 2, accountant="laplace", gradient_bound=1.0).epsilon
+    assert got == pytest.approx(by_hand, rel=1e-14)
+
+
+# ---- names, registry, assumptions ----------------------------------------------------------------
+
+def test_unknown_accountant_lists_the_available_ones():
+    with pytest.raises(UnknownNameError) as err:
+        _diadsp().privacy(PROBLEM, GRAPH, 5, accountant="moments", gradient_bound=1.0)
+    for name in ("xie", "laplace", "rdp", "pld"):
+        assert name in str(err.value)
+
+
+def test_an_option_of_another_accountant_is_refused():
+    with pytest.raises(UnknownNameError, match="variant"):
+        _diadsp().privacy(PROBLEM, GRAPH, 5, accountant="pld", gradient_bound=1.0,
+                          variant="printed")
+
+
+def test_a_new_accountant_reaches_existing_algorithms_without_editing_them():
+    @accountants.register_generic("test-max-release", "largest single release (test only)")
+    def largest(algorithm, problem, graph, iterations, assumptions):
+        return accountants._per_agent(
+            algorithm, problem, graph, iterations, assumptions,
+            lambda m: max(float(np.max(1 / r.multipliers)) for r in m.releases), "largest", 0.0)
+
+    try:
+        for name in ("diadsp", "dpp2"):
+            g = MAKERS[name]().privacy(PROBLEM, GRAPH, 3, accountant="test-max-release",
+                                       **CONSTANTS[name])
+            assert 0 < g.epsilon < math.inf
+    finally:
+        del accountants._GENERIC["test-max-release"]
+
+
+def test_assumptions_validate_and_name_what_they_reject():
+    with pytest.raises(ParameterError) as err:
+        Assumptions(gradient_bound=-1.0)
+    assert err.value.name == "gradient_bound"
+    with pytest.raises(ParameterError, match="adjacency_radius"):
+        Assumptions(adjacency=0.5)                      # a radius given under the relation's name
+    with pytest.raises(UnknownNameError, match="radius"):
+        Assumptions.of(radius=1.0)
+    a = Assumptions.of({"gradient_bound": 2.0}, delta=1e-6)
+    assert a.as_dict() == {"gradient_bound": 2.0, "delta": 1e-6}
+
+
+def test_non_private_algorithm_checks_names_too():
+    from dpnet.algorithms import GradientTracking
+
+    assert not GradientTracking(0.1).privacy(PROBLEM, GRAPH, 5).is_private
+    with pytest.raises(UnknownNameError):
+        GradientTracking(0.1).privacy(PROBLEM, GRAPH, 5, gradient_bnd=1.0)
+
+
+def test_mechanism_events_validate():
+    r = Releases("x", "laplace", 2.0, [1.0, 4.0])
+    np.testing.assert_array_equal(r.multipliers, [0.5, 2.0])
+    with pytest.raises(ParameterError):
+        Releases("x", "cauchy", 1.0, 1.0)
+    with pytest.raises(ParameterError):
+        Releases("x", "gaussian", [1.0, 2.0], [1.0, 2.0, 3.0])
+    assert Mechanism((r,), "function", 1, "test").noises == {"laplace"}
+
+
+# ---- the one calibration -------------------------------------------------------------------------
+
+def test_calibrate_increasing_and_integer_horizons():
+    # the largest horizon K with 0.1 (K + 1) <= 1: K = 9
+    assert calibrate(lambda K: 0.1 * (K + 1), 1.0, increasing=True, integer=True, start=3) == 9
+    t = calibrate(lambda t: t * t, 2.0, increasing=True)
+    assert t * t <= 2.0 and t == pytest.approx(math.sqrt(2), rel=1e-9)
+
+
+def test_calibrate_the_horizon_of_an_algorithm():
+    alg = _diadsp(50.0)
+
+    def eps(K):
+        return alg.privacy(PROBLEM, GRAPH, int(K), gradient_bound=1.0).epsilon
+
+    K = calibrate(eps, 5.0, increasing=True, integer=True, start=4)
+    assert eps(K) <= 5.0 < eps(K + 1)
