@@ -197,9 +197,30 @@ def _dp_accounting_epsilon(mech: Mechanism, delta: float, kind: str) -> float:
         return 0.0
     if any(isinstance(e, dpa.NonPrivateDpEvent) for e in events):
         return math.inf
-    acc = RdpAccountant() if kind == "rdp" else PLDAccountant()
-    acc.compose(dpa.ComposedDpEvent(events))
-    return float(acc.get_epsilon(delta))
+    rdp = RdpAccountant()
+    rdp.compose(dpa.ComposedDpEvent(events))
+    rdp_eps = float(rdp.get_epsilon(delta))
+    pure = _pure_epsilon(mech)
+    if kind == "rdp":
+        return min(rdp_eps, pure)
+    # a PLD's grid spans the privacy loss: at 1e-4 per step, an epsilon of 10^6 would need 10^10
+    # points (an out-of-memory kill, not an error). Coarsen the pessimistic grid with the RDP
+    # epsilon (the PLD's is below it): the account stays an upper bound, a little looser.
+    interval = max(1e-4, min(rdp_eps, pure) / 2e4)
+    pld = PLDAccountant(value_discretization_interval=interval)
+    pld.compose(dpa.ComposedDpEvent(events))
+    return min(float(pld.get_epsilon(delta)), rdp_eps, pure)
+
+
+def _pure_epsilon(mech: Mechanism) -> float:
+    """Basic composition of the Laplace releases (inf when any release is Gaussian or
+    subsampled): a pure-epsilon bound that every (epsilon, delta) account may take instead."""
+    total = 0.0
+    for r in mech.releases:
+        if r.noise != "laplace" or r.sampling != 1.0:
+            return math.inf
+        total += float(np.sum(1.0 / r.multipliers))
+    return total
 
 
 @register_generic("rdp", "dp-accounting's Renyi-DP accountant over the Laplace/Gaussian releases, "
