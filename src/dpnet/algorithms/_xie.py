@@ -8,6 +8,7 @@ import numpy as np
 from ..compression import Compressor
 from ..errors import ParameterError, require
 from ..noise import Laplace, Noise, PerAgent, none
+from ..privacy import accountants, xie
 
 
 def decay(q: PerAgent | None) -> PerAgent | None:
@@ -46,3 +47,18 @@ def check_alpha(name: str, alpha: float, compressor: Compressor, d: int) -> None
             f"{name} < 1/r = {1.0 / r:.6g} (Assumption 5 of paper 000: {compressor!r} has "
             f"r = {r:.6g}, phi = {phi:.6g} for d = {d})",
             "check_theory=False runs outside the theory, as paper 000's Table I does for C3")
+
+
+def register_xie_accountant(cls, which: str, second: str, label: str) -> None:
+    """Register paper 000's theorems as accountant ``"xie"`` of ``cls`` (DiaDSP and PGTC:
+    ``which="pgtc"``, second noise ``noise_y``; PPDC: ``"ppdc"``, ``noise_v``, with its omega)."""
+    @accountants.register(cls, "xie", f"{label} of paper 000 (variant: sound, printed, derived)")
+    def xie_accountant(alg, problem, graph, iterations, assumptions, variant: str = "sound"):
+        """Finite horizon: gradient_bound M (from the problem when it knows one);
+        ``iterations=None``: adjacency_radius delta; ``variant``: "sound" (default),
+        "printed" or "derived" (:mod:`dpnet.privacy.xie`)."""
+        return xie.xie_guarantee(alg.name, which, problem, graph, iterations, alg.eta,
+                                 alg.noise_x, getattr(alg, second),
+                                 gradient_bound=assumptions.gradient_bound,
+                                 adjacency=assumptions.adjacency_radius, variant=variant,
+                                 omega=getattr(alg, "omega", 1.0))

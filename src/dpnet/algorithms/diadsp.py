@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from ..errors import positive
 from ..noise import Noise, none
-from ..privacy import accountants
-from ..privacy.xie import xie_guarantee, xie_mechanism
+from ..privacy.xie import xie_mechanism
+from ._xie import register_xie_accountant
 from .base import Algorithm, Context, State, register
 
 
@@ -78,11 +78,4 @@ class GradientTracking(DiaDSP):
     noise_attributes = ()
 
 
-@accountants.register(DiaDSP, "xie")
-def xie_accountant(alg, problem, graph, iterations, assumptions, variant: str = "sound"):
-    """Theorem 3 of paper 000 for a finite horizon (gradient_bound M, from the problem when it
-    knows one), Proposition 1 for ``iterations=None`` (adjacency_radius delta required);
-    ``variant``: "sound" (default), "printed" or "derived" (:mod:`dpnet.privacy.xie`)."""
-    return xie_guarantee(alg.name, "pgtc", problem, graph, iterations, alg.eta, alg.noise_x,
-                         alg.noise_y, gradient_bound=assumptions.gradient_bound,
-                         adjacency=assumptions.adjacency_radius, variant=variant)
+register_xie_accountant(DiaDSP, "pgtc", "noise_y", "Theorem 3 / Proposition 1")

@@ -36,7 +36,7 @@ from __future__ import annotations
 from .. import compression
 from ..errors import positive, positive_int
 from ..noise import Noise, PerAgent
-from ..privacy import accountants, xie
+from ..privacy import xie
 from ..problems.stochastic import Clip, as_clip, clipped_stochastic_grad
 from . import _xie
 from .base import Algorithm, Context, State, register
@@ -108,11 +108,4 @@ class PGTC(Algorithm):
                                  self.noise_y, assumptions.gradient_bound)
 
 
-@accountants.register(PGTC, "xie")
-def xie_accountant(alg, problem, graph, iterations, assumptions, variant: str = "sound"):
-    """Theorem 3 / Proposition 1 of paper 000 (finite horizon: gradient_bound M, from the problem
-    when it knows one; ``iterations=None``: adjacency_radius delta); ``variant``: "sound"
-    (default), "printed" or "derived" (:mod:`dpnet.privacy.xie`)."""
-    return xie.xie_guarantee(alg.name, "pgtc", problem, graph, iterations, alg.eta, alg.noise_x,
-                             alg.noise_y, gradient_bound=assumptions.gradient_bound,
-                             adjacency=assumptions.adjacency_radius, variant=variant)
+_xie.register_xie_accountant(PGTC, "pgtc", "noise_y", "Theorem 3 / Proposition 1")

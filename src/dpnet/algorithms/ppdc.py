@@ -33,7 +33,7 @@ import torch
 from .. import compression
 from ..errors import positive
 from ..noise import Noise, PerAgent
-from ..privacy import accountants, xie
+from ..privacy import xie
 from . import _xie
 from .base import Algorithm, Context, State, register
 
@@ -89,12 +89,4 @@ class PPDC(Algorithm):
                                  self.noise_v, assumptions.gradient_bound, self.omega)
 
 
-@accountants.register(PPDC, "xie")
-def xie_accountant(alg, problem, graph, iterations, assumptions, variant: str = "sound"):
-    """Theorem 6 / Proposition 2 of paper 000 (finite horizon: gradient_bound M, from the problem
-    when it knows one; ``iterations=None``: adjacency_radius delta); ``variant``: "sound"
-    (default), "printed" or "derived" (:mod:`dpnet.privacy.xie`)."""
-    return xie.xie_guarantee(alg.name, "ppdc", problem, graph, iterations, alg.eta, alg.noise_x,
-                             alg.noise_v, gradient_bound=assumptions.gradient_bound,
-                             adjacency=assumptions.adjacency_radius, variant=variant,
-                             omega=alg.omega)
+_xie.register_xie_accountant(PPDC, "ppdc", "noise_v", "Theorem 6 / Proposition 2")

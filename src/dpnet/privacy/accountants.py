@@ -223,22 +223,22 @@ def _pure_epsilon(mech: Mechanism) -> float:
     return total
 
 
-@register_generic("rdp", "dp-accounting's Renyi-DP accountant over the Laplace/Gaussian releases, "
-                  "epsilon at delta (default 1e-5)")
-def rdp_accountant(algorithm, problem, graph, iterations, assumptions) -> PrivacyGuarantee:
-    delta = assumptions.delta or DEFAULT_DELTA
-    return _per_agent(algorithm, problem, graph, iterations, assumptions,
-                      lambda m: _dp_accounting_epsilon(m, delta, "rdp"),
-                      f"Renyi DP (dp-accounting) at delta = {delta:g}", delta)
+def _dp_accounting_accountant(kind: str, label: str) -> Callable[..., PrivacyGuarantee]:
+    def accountant(algorithm, problem, graph, iterations, assumptions) -> PrivacyGuarantee:
+        delta = assumptions.delta or DEFAULT_DELTA
+        return _per_agent(algorithm, problem, graph, iterations, assumptions,
+                          lambda m: _dp_accounting_epsilon(m, delta, kind),
+                          f"{label} (dp-accounting) at delta = {delta:g}", delta)
+    return accountant
 
 
-@register_generic("pld", "dp-accounting's privacy loss distributions over the Laplace/Gaussian "
-                  "releases (pessimistic), epsilon at delta (default 1e-5)")
-def pld_accountant(algorithm, problem, graph, iterations, assumptions) -> PrivacyGuarantee:
-    delta = assumptions.delta or DEFAULT_DELTA
-    return _per_agent(algorithm, problem, graph, iterations, assumptions,
-                      lambda m: _dp_accounting_epsilon(m, delta, "pld"),
-                      f"privacy loss distributions (dp-accounting) at delta = {delta:g}", delta)
+rdp_accountant = register_generic(
+    "rdp", "dp-accounting's Renyi-DP accountant over the Laplace/Gaussian releases, epsilon at "
+    "delta (default 1e-5)")(_dp_accounting_accountant("rdp", "Renyi DP"))
+pld_accountant = register_generic(
+    "pld", "dp-accounting's privacy loss distributions over the Laplace/Gaussian releases "
+    "(pessimistic), epsilon at delta (default 1e-5)")(
+    _dp_accounting_accountant("pld", "privacy loss distributions"))
 
 
 def releases(message: str, noise: str, sensitivity, scale, sampling: float = 1.0) -> Releases:
