@@ -62,10 +62,11 @@ def test_own_budgets_and_calibration():
     H = alg.privacy(p, g, iterations=100, gradient_bound=2.0, variant="all-data")
     assert H.epsilon == pytest.approx(G.epsilon * np.sum(1 / np.arange(1, 101)))
     for variant in ("published", "all-data"):
-        c = alg.calibrated(123.0, 2.0, D, 100, variant)
+        c = alg.calibrate(123.0, p, g, 100, gradient_bound=2.0, variant=variant)
         assert c.privacy(p, g, iterations=100, gradient_bound=2.0,
                          variant=variant).epsilon == pytest.approx(123.0, rel=1e-12)
-        assert isinstance(DMOD(0.5).calibrated(1.0, 2.0, D, 100, variant), DMOD)
+        assert isinstance(DMOD(0.5, 0.5, 1.0).calibrate(1.0, p, g, 100, gradient_bound=2.0,
+                                                        variant=variant), DMOD)
     with pytest.raises(ParameterError, match="gradient_bound"):
         alg.privacy(p, g, iterations=10)
     assert chen_wang.dola_epsilon(0.5, 0.0, 2.0, D) == np.inf

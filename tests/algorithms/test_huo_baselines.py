@@ -59,7 +59,7 @@ def test_dpdo_equals_loop_and_accounting(setup):
     assert inf == pytest.approx(2 * math.sqrt(D) * G * 0.3 / (0.05 * (0.98 - 0.95)), rel=1e-12)
     rec = alg.privacy(problem, graph, iterations=K, gradient_bound=G, adjacency="record")
     assert rec.epsilon == pytest.approx(by_hand / M, rel=1e-12)
-    cal = alg.calibrated(0.5, problem, iterations=K, gradient_bound=G)
+    cal = alg.calibrate(0.5, problem, graph, K, gradient_bound=G)
     assert cal.privacy(problem, graph, iterations=K, gradient_bound=G).epsilon == \
         pytest.approx(0.5, rel=1e-12)
     with pytest.raises(ParameterError):

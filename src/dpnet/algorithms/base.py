@@ -8,12 +8,15 @@ construction) with two methods over stacked state:
 * ``step(ctx, state, k) -> state``: iteration k, using only tensor algebra on the local rows and
   the :class:`~dpnet.network.Network` (``ctx.net``) for anything that crosses between agents.
 
-Private algorithms also implement ``privacy(problem, graph, iterations=..., **constants)``.
+Private algorithms set ``default_accountant`` and register their theorems as named accountants
+(:mod:`dpnet.privacy.accountants`); ``privacy()`` and ``calibrate()`` live here, once, and
+``mechanism()`` (what the algorithm releases) lets the generic accountants serve it too.
 """
 
 from __future__ import annotations
 
 import copy
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -141,11 +144,24 @@ class Algorithm(ABC):
                 setattr(out, a, value.scaled(t) if isinstance(value, Noise) else value * t)
             return out
 
-        def epsilon_of(t: float) -> float:
-            return scaled(t).privacy(problem, graph, iterations, assumptions=assumptions,
-                                     accountant=accountant, **constants).epsilon
+        refused: list[ParameterError] = []
 
-        return scaled(calibrate(epsilon_of, epsilon))
+        def epsilon_of(t: float) -> float:
+            # a theorem whose hypotheses fail at this trial scale (too little noise for
+            # epsilon <= 1, say) certifies nothing there: infeasible, search on
+            try:
+                return scaled(t).privacy(problem, graph, iterations, assumptions=assumptions,
+                                         accountant=accountant, **constants).epsilon
+            except ParameterError as err:
+                refused.append(err)
+                return math.inf
+
+        try:
+            return scaled(calibrate(epsilon_of, epsilon))
+        except ParameterError:
+            if refused:   # nothing feasible: the accountant's own reason is the informative one
+                raise refused[-1] from None
+            raise
 
     def params(self) -> dict[str, Any]:
         """Hyper-parameters for reports."""

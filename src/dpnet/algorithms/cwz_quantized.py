@@ -9,13 +9,16 @@ noise to its state, quantizes the perturbed state with an unbiased probabilistic
 
 ``alpha_k = alpha0/(k+1)^p_alpha``, ``beta_k = beta0/(k+1)^p_beta``, ``zeta ~ Lap(sigma0 (k+1)^p_sigma)``
 per coordinate, g the m-sample minibatch gradient (the subsampling that controls privacy).
-Undirected graph. Privacy: Lemma 5-type sum ``sum_k Delta_k / sigma_k`` with the state
-sensitivity of :func:`dpnet.privacy.chen_wang_zhang.dsgd_state_sensitivity` (pure epsilon).
+Undirected graph. Privacy: accountant ``"chen_wang_zhang"`` (the default), the Lemma 5-type sum
+``sum_k Delta_k / sigma_k`` with the state sensitivity of
+:func:`dpnet.privacy.chen_wang_zhang.dsgd_state_sensitivity` (pure epsilon), paper 003's C given as
+exactly one of ``gradient_bound`` (l2: l1 constant ``sqrt(d) C``) or ``l1_gradient_bound``.
+:meth:`CWZQuantized.mechanism` describes the same Laplace releases of the state (the quantizer is
+post-processing), so the generic ``laplace`` (= the sum above), ``rdp`` and ``pld`` accountants
+apply; ``calibrate`` scales ``sigma0`` and the noise it builds by one factor.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 import torch
@@ -23,8 +26,10 @@ import torch
 from ..compression import Compressor
 from ..errors import ParameterError, nonnegative, positive, positive_int
 from ..noise import Laplace
+from ..privacy import accountants
 from ..privacy import chen_wang_zhang as cwz
 from ..privacy.guarantee import PrivacyGuarantee, per_agent_unique
+from ..privacy.mechanism import Mechanism, Releases
 from .base import Algorithm, Context, State, register
 from .wang_basar_ternary import NEIGHBOURS, neighbour_pull, register_offdiagonal
 
@@ -79,23 +84,57 @@ class CWZQuantized(Algorithm):
         alpha, beta = self.alpha0 / (k + 1.0) ** self.p_alpha, self.beta0 / (k + 1.0) ** self.p_beta
         return {"x": x + alpha * neighbour_pull(ctx, H, x) - beta * g}
 
-    def privacy(self, problem, graph, iterations: int | None = None, C: float | None = None,
-                **_: Any) -> PrivacyGuarantee:
-        if iterations is None or C is None or self.sigma0 == 0:
-            raise ParameterError("iterations/C/sigma0", (iterations, C, self.sigma0),
-                                 "a horizon, paper 003's C and sigma0 > 0")
+    # -- privacy: accountant "chen_wang_zhang" (below) and the generic ones over mechanism() ---
+    default_accountant = "chen_wang_zhang"
+    noise_attributes = ("sigma0", "noise")      # the scale and the noise it builds, together
+
+    def _releases(self, problem, graph, iterations, assumptions):
+        """``(row sums, Delta(row_sum) -> sensitivities, sigma, C, norm)`` of the state releases
+        at k = 0..iterations-1."""
+        if iterations is None or iterations < 1:
+            raise ParameterError("iterations", iterations, "a finite horizon (>= 1): the bound "
+                                 "sums over the state releases")
+        if self.sigma0 == 0:
+            raise ParameterError("sigma0", self.sigma0, "sigma0 > 0 (no noise, no guarantee)")
+        C, norm = cwz.definition3(assumptions, f"{self.name}'s accountant")
         ks = np.arange(iterations - 1)
-        C1m = cwz.l1_constant(C, problem.dim) / self.batch
+        C1m = cwz.l1_constant(C, problem.dim, norm) / self.batch
         sigma = self.sigma0 * (np.arange(iterations) + 1.0) ** self.p_sigma
-        def epsilon(row_sum: float) -> float:
-            delta = cwz.dsgd_state_sensitivity(self.alpha0 / (ks + 1.0) ** self.p_alpha,
-                                               self.beta0 / (ks + 1.0) ** self.p_beta, row_sum, C1m)
-            return float((delta / sigma).sum())
+
+        def sensitivity(row_sum: float) -> np.ndarray:
+            return cwz.dsgd_state_sensitivity(self.alpha0 / (ks + 1.0) ** self.p_alpha,
+                                              self.beta0 / (ks + 1.0) ** self.p_beta, row_sum,
+                                              C1m)
 
         # sum_{j != i} w_ij is the Laplacian's diagonal; agents sharing it share their epsilon
-        per = per_agent_unique(epsilon, graph.sparse("L").diagonal())
-        return PrivacyGuarantee.from_per_agent(
-            per, delta=0.0, horizon=iterations,
-            theorem="Laplace on the state, sum_k Delta_k/sigma_k (Appendix F-type recursion) "
-                    "[reconstructed]",
-            assumptions=(f"paper 003's Definition 3 with C = {C:g} (l2, l1 constant sqrt(d) C)",))
+        return graph.sparse("L").diagonal(), sensitivity, sigma, C, norm
+
+    def mechanism(self, problem, graph, iterations, assumptions):
+        """Per k = 0..iterations-1: agent i0's perturbed state ``x_k + zeta_k`` (Laplace, l1
+        sensitivity ``Delta_k`` of the Appendix F-type recursion); the rounding is
+        post-processing. Basic composition is the ``chen_wang_zhang`` accountant's sum."""
+        rows, sensitivity, sigma, C, norm = self._releases(problem, graph, iterations,
+                                                           assumptions)
+        levels, inverse = np.unique(np.asarray(rows, dtype=np.float64), return_inverse=True)
+        return [(np.flatnonzero(inverse.reshape(-1) == g), Mechanism(
+            (Releases("x", "laplace", sensitivity(float(r)), sigma),),
+            adjacency="record (paper 003's Definition 3: one sample of agent i0 replaced)",
+            horizon=iterations,
+            source=f"Appendix F-type state recursion [reconstructed], C = {C:g} ({norm}), "
+                   f"m = {self.batch}, d = {problem.dim}"))
+            for g, r in enumerate(levels.tolist())]
+
+
+@accountants.register(CWZQuantized, "chen_wang_zhang")
+def chen_wang_zhang_accountant(alg, problem, graph, iterations, assumptions) -> PrivacyGuarantee:
+    """Laplace on the state, ``sum_k Delta_k/sigma_k`` over k = 0..iterations-1 (Appendix F-type
+    recursion, reconstructed); C from exactly one of ``gradient_bound`` (l2: l1 constant
+    ``sqrt(d) C``) or ``l1_gradient_bound``."""
+    rows, sensitivity, sigma, C, norm = alg._releases(problem, graph, iterations, assumptions)
+    per = per_agent_unique(lambda r: float((sensitivity(r) / sigma).sum()), rows)
+    described = ("(l2, l1 constant sqrt(d) C)" if norm == "l2" else "(l1)")
+    return PrivacyGuarantee.from_per_agent(
+        per, delta=0.0, horizon=iterations,
+        theorem="Laplace on the state, sum_k Delta_k/sigma_k (Appendix F-type recursion) "
+                "[reconstructed]",
+        assumptions=(f"paper 003's Definition 3 with C = {C:g} {described}",))

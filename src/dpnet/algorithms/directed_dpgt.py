@@ -25,18 +25,25 @@ The paper's per-agent rules and its compact forms are different algorithms (cata
 
 Noise-free (scale 0, full gradients) the compact form is push-pull gradient tracking (Pu, Shi,
 Xu & Nedic 2020). The graph must be a :class:`~dpnet.digraphs.DirectedGraph` satisfying
-Assumption 1 with ``I - alpha L1``, ``I - beta L2`` nonnegative. Privacy: Lemmas 4-5
-(:mod:`dpnet.privacy.chen_wang_zhang`) for the chosen form. Schemes S1/S2 and Assumptions 5/6:
-:mod:`dpnet.algorithms._cwz` (re-exported here).
+Assumption 1 with ``I - alpha L1``, ``I - beta L2`` nonnegative. Schemes S1/S2 and Assumptions
+5/6: :mod:`dpnet.algorithms._cwz` (re-exported here).
+
+Privacy: accountant ``"chen_wang_zhang"`` (the default), Lemmas 4-5
+(:mod:`dpnet.privacy.chen_wang_zhang`) for the chosen form, with paper 003's C given as exactly
+one of the assumptions ``gradient_bound`` (C bounds the l2 norm of one sampled gradient's change:
+l1 constant ``sqrt(d) C``) or ``l1_gradient_bound`` (C bounds its l1 norm) and the optional
+``smoothness`` (the drift term Lemma 4 omits). :meth:`DirectedDPGT.mechanism` describes the same
+Laplace releases (both messages at every k, Appendix F's sensitivities), so the generic
+``laplace`` (= Lemma 5), ``rdp`` and ``pld`` accountants apply; ``calibrate`` scales ``noise_x``
+and ``noise_y`` by one factor.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..digraphs import DirectedGraph
 from ..errors import ParameterError, positive, positive_int, require
 from ..noise import Laplace, Noise, none
+from ..privacy import accountants
 from ..privacy import chen_wang_zhang as cwz
 from ..privacy.guarantee import PrivacyGuarantee
 from ._cwz import Scheme, assumption5, assumption6, lemma2_matrix, scheme_s1, scheme_s2
@@ -98,13 +105,12 @@ class DirectedDPGT(Algorithm):
             y_next = y - self.beta * (dC * y - net.mix(Hy, "C")) + g_next - g            # (6)
         return {"x": x_next, "y": y_next, "g": g_next}
 
-    # -- privacy ----------------------------------------------------------------------------
-    def privacy(self, problem, graph, iterations: int | None = None, C: float | None = None,
-                norm: str = "l2", smoothness: float | None = None, **_: Any) -> PrivacyGuarantee:
-        """Lemma 5 over the ``iterations`` observed messages (k = 0..iterations-1) for this form;
-        C (Definition 3) must be given, in the ``norm`` it bounds (``"l2"``: l1 constant
-        ``sqrt(d) C``). Full gradients (``batch=None``) are accounted as m = 1 (conservative).
-        ``smoothness=L`` adds the gradient-drift term Lemma 4 omits."""
+    # -- privacy: accountant "chen_wang_zhang" (below) and the generic ones over mechanism() ---
+    default_accountant = "chen_wang_zhang"
+    noise_attributes = ("noise_x", "noise_y")
+
+    def _lemma5_args(self, graph, iterations: int | None) -> tuple:
+        """What Lemma 5 needs besides C: ``(m, sigma_zeta, sigma_eta, K)``."""
         if iterations is None or iterations < 1:
             raise ParameterError("iterations", iterations, "Lemma 5 is a finite-horizon sum: "
                                  "give the number of iterations (>= 1)")
@@ -112,7 +118,27 @@ class DirectedDPGT(Algorithm):
             if not isinstance(nz, Laplace):
                 raise ParameterError("noise", nz, "Lemma 5 needs Laplace noise")
         n = graph.n
-        return cwz.guarantee(graph, self.alpha, self.beta, self.gamma, self.batch or 1, C,
-                             problem.dim, lambda k: self.noise_x.scale_at(k, n),
-                             lambda k: self.noise_y.scale_at(k, n), iterations - 1,
-                             self.form, norm, smoothness)
+        return (self.batch or 1, lambda k: self.noise_x.scale_at(k, n),
+                lambda k: self.noise_y.scale_at(k, n), iterations - 1)
+
+    def mechanism(self, problem, graph, iterations, assumptions):
+        """Per k = 0..iterations-1: agent i0's messages ``x_k + zeta_k`` and ``y_k + eta_k``,
+        Laplace, with Appendix F's l1 sensitivities for this form (C from ``gradient_bound`` or
+        ``l1_gradient_bound``, optional ``smoothness``): basic composition is Lemma 5."""
+        m, sz, se, K = self._lemma5_args(graph, iterations)
+        C, norm = cwz.definition3(assumptions, f"{self.name}'s mechanism (Lemma 4)")
+        return cwz.mechanism(graph, self.alpha, self.beta, self.gamma, m, C, problem.dim, sz, se,
+                             K, self.form, norm, assumptions.smoothness)
+
+
+@accountants.register(DirectedDPGT, "chen_wang_zhang")
+def chen_wang_zhang_accountant(alg, problem, graph, iterations, assumptions) -> PrivacyGuarantee:
+    """Lemma 5 of paper 003 over the ``iterations`` observed messages (k = 0..iterations-1) for
+    the algorithm's form; C (Definition 3) from exactly one of ``gradient_bound`` (l2: l1
+    constant ``sqrt(d) C``) or ``l1_gradient_bound``. Full gradients (``batch=None``) are
+    accounted as m = 1 (conservative). ``smoothness=L`` adds the gradient-drift term Lemma 4
+    omits (absent: the paper's lemma)."""
+    m, sz, se, K = alg._lemma5_args(graph, iterations)
+    C, norm = cwz.definition3(assumptions)
+    return cwz.guarantee(graph, alg.alpha, alg.beta, alg.gamma, m, C, problem.dim, sz, se, K,
+                         alg.form, norm, assumptions.smoothness)

@@ -21,8 +21,9 @@ paper 002's description ("equal decay rates for step size and noise") and with D
 
 from __future__ import annotations
 
+from ..privacy import accountants
 from .base import register
-from .dola import DOLA
+from .dola import DOLA, own_accountant
 
 
 @register
@@ -30,6 +31,11 @@ class DMOD(DOLA):
     name = "dmod"
     paper = "Yuan, Lei & Hong (2023), DP distributed online mirror descent (Euclidean mirror map)"
     reference = "Yuan, Lei & Hong (2023), per-iteration Laplace mechanism"
+    default_accountant = "yuan"
 
     def _gradient_point(self, w, b):
         return w                                               # DMOD: at the own decision x_t^i
+
+
+accountants.register(DMOD, "yuan", "DMOD's own budget (Yuan, Lei & Hong 2023): DOLA's Laplace "
+                     "argument, variant 'published' or 'all-data'")(own_accountant)

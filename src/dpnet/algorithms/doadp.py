@@ -23,7 +23,13 @@ m_{i,t+1}`` (the consensus term on the copies sums to zero). With ``p = 1``, ``k
 ``sigma = 0``, ``x^_{i,t} = x_{i,t}`` for t >= 1 and DO-ADP is momentum DSGD (2)
 (:class:`MomentumDSGD`) from t = 1 on (from t = 0 when all agents start at the same x_0).
 
-Privacy: :mod:`dpnet.privacy.huo` (Theorem 1, its proof's accountant, dp-accounting RDP/PLD).
+Privacy: :mod:`dpnet.privacy.huo`, registered as DOADP's accountants ``"theorem1"`` (default:
+eq. (7) solved for epsilon), ``"proof"`` (Theorem 1's step-by-step accountant), ``"rdp"`` and
+``"pld"`` (dp-accounting over the subsampled Gaussian steps; these shadow the generic accountants
+of the same names, which lack the ``sensitivity``/``activation`` options and the extra RDP
+orders); constants: ``gradient_bound`` (G; default the clipping bound) and ``delta``; options
+``delta0``, ``sensitivity``, ``activation``, ``amplification``. :meth:`DOADP.mechanism` describes
+the releases (Gaussian, l2 sensitivity 2G/B, sampling pB/q) for the generic accountants.
 """
 
 from __future__ import annotations
@@ -37,8 +43,10 @@ import torch
 from ..compression import TopK
 from ..errors import ParameterError, nonnegative, positive, positive_int, require
 from ..noise import Gaussian
-from ..privacy import huo
+from ..privacy import accountants, huo
 from ..privacy.guarantee import PrivacyGuarantee
+from ..privacy.mechanism import Mechanism as PrivacyMechanism
+from ..privacy.mechanism import Releases
 from ..problems.stochastic import Clip, as_clip, clipped_stochastic_grad
 from .base import Algorithm, Context, State, register
 
@@ -104,10 +112,14 @@ class DOADP(Algorithm):
                          active=active.cpu().numpy())                                        # (5c)
         return {"x": x_next, "m": m_next, "x_hat": x_hat + s, "active": active}         # (5d)
 
-    # -- privacy ----------------------------------------------------------------------------
-    def mechanism(self, problem, iterations: int, gradient_bound: float | None = None
-                  ) -> huo.Mechanism:
-        """The per-agent mechanism of :mod:`dpnet.privacy.huo` for this run."""
+    # -- privacy: accountants "theorem1" (default), "proof", "rdp", "pld" (below) -------------
+    default_accountant = "theorem1"
+    noise_attributes = ("sigma", "_noise")      # the accountants read sigma, the steps _noise
+
+    def huo_mechanism(self, problem, iterations: int, gradient_bound: float | None = None
+                      ) -> huo.Mechanism:
+        """The per-agent mechanism of :mod:`dpnet.privacy.huo` for this run (G: the
+        ``gradient_bound`` assumption, else the clipping bound)."""
         d = problem.dim
         if self.clip is not None:
             require(self.clip.kind == "coordinate" or gradient_bound is not None, "clip",
@@ -124,37 +136,101 @@ class DOADP(Algorithm):
         return huo.Mechanism(G=float(G), k=d if self.k is None else self.k, d=d, p=self.p,
                              q=int(q), T=int(iterations), batch_size=self.batch_size)
 
-    def privacy(self, problem, graph, iterations: int | None = None, accountant: str = "theorem1",
-                delta0: float = 1e-5, delta: float | None = None,
-                gradient_bound: float | None = None, **kw: Any) -> PrivacyGuarantee:
-        """Per-agent (epsilon, delta) over ``iterations`` by ``accountant``: ``"theorem1"``
-        (raises when a hypothesis fails), ``"proof"``, ``"rdp"`` or ``"pld"`` (see
-        :mod:`dpnet.privacy.huo`; ``activation=`` passes through).
+    def mechanism(self, problem, graph, iterations, assumptions):
+        """Per step t = 1..T: the minibatch mean of clipped gradients plus ``N(0, sigma^2 I_d)``,
+        l2 sensitivity ``2G/B`` (all d coordinates: every noisy coordinate reaches the state
+        through the momentum, the default ``sensitivity="full"``), each record used with
+        probability ``pB/q`` (activation and sampling without replacement; replace-one
+        adjacency, dominated by the Poisson-subsampled Gaussian: :mod:`dpnet.privacy.huo`,
+        account 3, ``activation="hidden"``)."""
+        m = self.huo_mechanism(problem, iterations, assumptions.gradient_bound)
+        n = graph.n if graph is not None else problem.n_agents
+        release = Releases("g + theta (momentum, then Top-k of the state)", "gaussian",
+                           m.sensitivity("full"), np.full(m.T, self.sigma), m.sampling)
+        return [(np.arange(n), PrivacyMechanism(
+            (release,), "record", m.T, "paper 001: Lemma 1 with eq. (6) for k = d, sampling "
+            "p B / q (Lemma 4)", notes=(huo_notes(m),)))]
 
-        ``sensitivity="full"`` (default) charges all d coordinates of the noisy gradient
-        (``2G/B``): they all reach the state through the momentum and are sent in later rounds,
-        and an audit finds eq. (6)'s Top-k sensitivity ``2G sqrt(k/d)/B`` exceeded
-        (``dpnet audit doadp-top1``). ``sensitivity="topk"`` gives the paper's account (every
-        accountant, Theorem 1 included, then uses k/d); the two agree when k = d."""
-        if self.sigma == 0:
-            return PrivacyGuarantee.none("DO-ADP with sigma = 0 adds no noise", iterations)
-        require(iterations is not None, "iterations", iterations, "a finite horizon T")
-        sensitivity = kw.pop("sensitivity", "full")
+
+def huo_notes(m: huo.Mechanism) -> str:
+    return (f"G = {m.G:g}, q = {m.q} records per agent, batch {m.batch_size}, p = {m.p:g}; "
+            "sampling without replacement under replace-one adjacency accounted as Poisson "
+            "subsampling (a dominating pair, Zhu, Dong & Wang 2022); activation counted as "
+            "subsampling (hidden)")
+
+
+def huo_account(alg, problem, graph, iterations, assumptions, accountant: str,
+                delta0: float = 1e-5, sensitivity: str | None = None,
+                **kw: Any) -> PrivacyGuarantee:
+    """The guarantee of a paper-001 Gaussian mechanism (DO-ADP, or DP-DDA with
+    ``sensitivity=None``) by one of :mod:`dpnet.privacy.huo`'s accountants; ``delta`` is the
+    assumptions' (the proof's and the dp-accounting ones; Theorem 1 reports its own delta)."""
+    if alg.sigma == 0:
+        label = {"doadp": "DO-ADP", "dp_dda": "DP-DDA"}.get(alg.name, alg.name)
+        return PrivacyGuarantee.none(f"{label} with sigma = 0 adds no noise", iterations)
+    require(iterations is not None, "iterations", iterations, "a finite horizon T")
+    mech = alg.huo_mechanism(problem, iterations, assumptions.gradient_bound)
+    sparse = False
+    if sensitivity is not None:
         require(sensitivity in ("full", "topk"), "sensitivity", sensitivity, "'full' or 'topk'")
-        mech = self.mechanism(problem, iterations, gradient_bound)
         sparse = mech.k < mech.d
         if sensitivity == "full":  # the Top-k account with k = d is the full-sensitivity one
             mech = dataclasses.replace(mech, k=mech.d)
         if accountant in ("rdp", "pld"):  # names the sensitivity in the guarantee's text
             kw["sensitivity"] = sensitivity
-        g = huo.guarantee(self.sigma, mech, accountant, delta0, delta, **kw)
-        if sparse:
-            note = ("sensitivity: all d coordinates (2G/B), not eq. (6)'s Top-k 2G sqrt(k/d)/B, "
-                    "which an audit finds exceeded" if sensitivity == "full" else
-                    "sensitivity: eq. (6)'s Top-k 2G sqrt(k/d)/B as in the paper; an audit finds "
-                    "it exceeded (dpnet audit doadp-top1): use sensitivity='full' for a bound")
-            g = dataclasses.replace(g, notes=(*g.notes, note))
-        return dataclasses.replace(g, per_agent=(g.epsilon,) * graph.n)
+    g = huo.guarantee(alg.sigma, mech, accountant, delta0, assumptions.delta, name=alg.name,
+                      **kw)
+    if sparse:
+        note = ("sensitivity: all d coordinates (2G/B), not eq. (6)'s Top-k 2G sqrt(k/d)/B, "
+                "which an audit finds exceeded" if sensitivity == "full" else
+                "sensitivity: eq. (6)'s Top-k 2G sqrt(k/d)/B as in the paper; an audit finds "
+                "it exceeded (dpnet audit doadp-top1): use sensitivity='full' for a bound")
+        g = dataclasses.replace(g, notes=(*g.notes, note))
+    n = graph.n if graph is not None else problem.n_agents
+    return dataclasses.replace(g, per_agent=(g.epsilon,) * n)
+
+
+# ``sensitivity``: "full" (default) charges all d coordinates of the noisy gradient (2G/B): they
+# all reach the state through the momentum and are sent in later rounds, and an audit finds eq.
+# (6)'s Top-k sensitivity 2G sqrt(k/d)/B exceeded (``dpnet audit doadp-top1``); "topk" gives the
+# paper's account (every accountant, Theorem 1 included, then uses k/d); they agree when k = d.
+
+@accountants.register(DOADP, "theorem1")
+def theorem1_accountant(alg, problem, graph, iterations, assumptions, delta0: float = 1e-5,
+                        sensitivity: str = "full"):
+    """Theorem 1 of paper 001: eq. (7) solved for epsilon (raises when another hypothesis fails;
+    delta: the proof's construction); options delta0, sensitivity ("full" | "topk")."""
+    return huo_account(alg, problem, graph, iterations, assumptions, "theorem1", delta0,
+                       sensitivity)
+
+
+@accountants.register(DOADP, "proof")
+def proof_accountant(alg, problem, graph, iterations, assumptions, delta0: float = 1e-5,
+                     sensitivity: str = "full", amplification: str = "exact"):
+    """The step-by-step accountant of Theorem 1's proof (Lemmas 1, 4, 5), at the assumptions'
+    delta (none: delta_hat = sqrt(S)); options delta0, sensitivity, amplification."""
+    return huo_account(alg, problem, graph, iterations, assumptions, "proof", delta0,
+                       sensitivity, amplification=amplification)
+
+
+@accountants.register(DOADP, "rdp")
+def rdp_accountant(alg, problem, graph, iterations, assumptions, sensitivity: str = "full",
+                   activation: str = "hidden"):
+    """dp-accounting RDP over T subsampled Gaussian steps (orders to 16384), epsilon at the
+    assumptions' delta (default 1e-5); options sensitivity, activation ("hidden" | "visible")."""
+    return huo_account(alg, problem, graph, iterations, assumptions, "rdp",
+                       sensitivity=sensitivity, activation=activation)
+
+
+@accountants.register(DOADP, "pld")
+def pld_accountant(alg, problem, graph, iterations, assumptions, sensitivity: str = "full",
+                   activation: str = "hidden", pld_discretization: float | None = None):
+    """dp-accounting PLD over T subsampled Gaussian steps (adaptive pessimistic discretisation),
+    epsilon at the assumptions' delta (default 1e-5); options sensitivity, activation,
+    pld_discretization."""
+    return huo_account(alg, problem, graph, iterations, assumptions, "pld",
+                       sensitivity=sensitivity, activation=activation,
+                       pld_discretization=pld_discretization)
 
 
 @register

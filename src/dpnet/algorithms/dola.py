@@ -12,8 +12,12 @@ Step ``alpha_k = alpha0 / k^p`` (k >= 1; DOLA's ``1/sqrt(t)`` for convex losses 
 ``1/(H t)`` for H-strongly convex ones p = 1). Noise (DOLA's (11)): ``mu_k = Delta_k / eps`` with
 ``Delta_k = 2 alpha_k sqrt(n) L``, i.e. ``mu_k = noise_scale * k^{-p}`` (``mu_0 = mu_1``: w_0
 carries no data) with ``noise_scale = 2 alpha0 sqrt(n) L / eps``: the noise decays at the step
-size's rate, which paper 002 blames for DOLA's poor accuracy. :meth:`DOLA.calibrated` builds that
-scale from a budget; ``privacy`` is :func:`dpnet.privacy.chen_wang.dola_epsilon`.
+size's rate, which paper 002 blames for DOLA's poor accuracy. Privacy: accountant ``"li"`` (the
+default; DMOD's ``"yuan"`` is the same computation), :func:`dpnet.privacy.chen_wang.dola_epsilon`
+with option ``variant`` and the assumption ``gradient_bound`` (L); a budget's scale comes from
+:meth:`~dpnet.algorithms.base.Algorithm.calibrate` over ``noise_scale``. :meth:`DOLA.mechanism`
+gives the generic accountants the all-data releases (their ``laplace`` composition is
+``variant="all-data"``, above the published account, which charges one release).
 
 Filled in (``[MISSING]`` in what was available of the original): W is the box
 ``[-radius, radius]^n`` (``radius=None``: no projection); on an online problem the gradient is
@@ -25,12 +29,9 @@ exact form of the sensitivity lemma are from the authors' stated results as reca
 
 from __future__ import annotations
 
-from typing import Any
-
-from ..errors import nonnegative, positive, require
+from ..errors import nonnegative, positive
 from ..noise import Laplace
-from ..privacy import chen_wang
-from ..privacy.guarantee import PrivacyGuarantee
+from ..privacy import accountants, chen_wang
 from ..problems.online import all_data_grad
 from .base import Algorithm, BoxConstrained, Context, State, register
 
@@ -68,22 +69,19 @@ class DOLA(BoxConstrained, Algorithm):
         g = all_data_grad(ctx, self._gradient_point(w, b), t)
         return {"x": self._project(b - self.step_size(t + 1) * g)}
 
-    def privacy(self, problem, graph=None, iterations: int | None = None,
-                gradient_bound: float | None = None, variant: str = "published",
-                **_: Any) -> PrivacyGuarantee:
-        """The baseline's own budget (``variant``: "published" or "all-data", see
-        :mod:`dpnet.privacy.chen_wang`); ``gradient_bound`` is the l2 bound L."""
-        return chen_wang.dola_guarantee(self.name.upper(), self.alpha0, self.noise_scale,
-                                        gradient_bound, problem.dim, iterations, variant,
-                                        self.reference, problem.n_agents)
+    # -- privacy: accountant "li" (below; DMOD: "yuan") and the generic ones ------------------
+    default_accountant = "li"
+    noise_attributes = ("noise_scale", "noise")   # the accountant reads noise_scale
 
-    def calibrated(self, epsilon: float, gradient_bound: float, dim: int,
-                   iterations: int | None = None, variant: str = "published"):
-        """A copy whose noise spends exactly ``epsilon`` by its own accountant."""
-        b = chen_wang.dola_noise_scale(self.alpha0, epsilon, gradient_bound, dim, iterations,
-                                       variant)
-        require(b > 0, "epsilon", epsilon, "a finite budget")
-        return type(self)(self.alpha0, self.power, b, self.radius)
+    def mechanism(self, problem, graph, iterations, assumptions):
+        """The broadcasts w_t + Lap(mu_t), t = 1..T, as a sample drawn at the first iteration
+        reaches them through the all-data gradient (l1 sensitivity ``2 alpha_t sqrt(n) L / t``):
+        their basic composition is the ``variant="all-data"`` account, above the published one,
+        which charges a sample to the one iteration it is drawn in."""
+        n = graph.n if graph is not None else problem.n_agents
+        return chen_wang.dola_mechanism(n, self.alpha0, self.power, self.noise_scale,
+                                        assumptions.gradient_bound, problem.dim, iterations,
+                                        self.name.upper())
 
     def params(self):
         out = super().params()
@@ -91,3 +89,14 @@ class DOLA(BoxConstrained, Algorithm):
         return out
 
 
+def own_accountant(alg, problem, graph, iterations, assumptions, variant: str = "published"):
+    """The baseline's own budget (Li et al. 2018 for DOLA; the same Laplace argument for DMOD):
+    ``variant`` "published" (each sample in one iteration) or "all-data" (basic composition over
+    the iterations a sample enters); gradient_bound is the l2 bound L."""
+    n = graph.n if graph is not None else problem.n_agents
+    return chen_wang.dola_guarantee(alg.name.upper(), alg.alpha0, alg.noise_scale,
+                                    assumptions.gradient_bound, problem.dim, iterations, variant,
+                                    alg.reference, n)
+
+
+accountants.register(DOLA, "li")(own_accountant)

@@ -17,9 +17,11 @@ transmit"). ``iterate`` is the running average ``xbar``, the quantity DDA's guar
 
 Privacy: the same per-record mechanism as DO-ADP with all d coordinates sent (k = d): activation
 p, one of q records, Gaussian noise on a gradient of l2 sensitivity 2G, T compositions; accounted
-by :mod:`dpnet.privacy.huo` (``"theorem1"``: Huo et al.'s (7) with k = d, which is how paper 001
-matches DP-DDA's "node subsampling ratio" to its own noise reduction; ``"proof"``, ``"rdp"``,
-``"pld"``).
+by :mod:`dpnet.privacy.huo` through DPDDA's registered accountants ``"proof"`` (default),
+``"theorem1"`` (Huo et al.'s (7) with k = d, which is how paper 001 matches DP-DDA's "node
+subsampling ratio" to its own noise reduction), ``"rdp"`` and ``"pld"``; constants
+``gradient_bound`` (default: the l2 clipping bound) and ``delta``. :meth:`DPDDA.mechanism`
+describes the releases for the generic accountants.
 
 Gaps (the original could not be consulted beyond its abstract while writing this): the step
 sequence (``beta_t ~ sqrt(t)``, the general convex case; the paper also has a strongly convex
@@ -33,16 +35,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
 
+import numpy as np
 import torch
 
 from ..errors import nonnegative, positive, positive_int, require
 from ..noise import Gaussian
-from ..privacy import huo
-from ..privacy.guarantee import PrivacyGuarantee
+from ..privacy import accountants, huo
+from ..privacy.mechanism import Mechanism as PrivacyMechanism
+from ..privacy.mechanism import Releases
 from ..problems.stochastic import Clip, as_clip, clipped_stochastic_grad
 from .base import Algorithm, BoxConstrained, Context, State, register
+from .doadp import huo_account, huo_notes
 
 
 @register
@@ -92,8 +96,14 @@ class DPDDA(BoxConstrained, Algorithm):
         x_avg = x_next if t == 0 else state["x_avg"] + (x_next - state["x_avg"]) / (t + 1)
         return {"x": x_next, "z": z_next, "x_avg": x_avg, "active": active}
 
-    def mechanism(self, problem, iterations: int,
-                  gradient_bound: float | None = None) -> huo.Mechanism:
+    # -- privacy: accountants "proof" (default), "theorem1", "rdp", "pld" (below) -------------
+    default_accountant = "proof"
+    noise_attributes = ("sigma", "_noise")      # the accountants read sigma, the steps _noise
+
+    def huo_mechanism(self, problem, iterations: int,
+                      gradient_bound: float | None = None) -> huo.Mechanism:
+        """DO-ADP's per-agent mechanism with k = d (G: the ``gradient_bound`` assumption, else
+        the l2 clipping bound)."""
         G = gradient_bound if gradient_bound is not None else (
             self.clip.bound if self.clip is not None else None)
         require(G is not None, "clip", None, "an l2 clipping bound G (or gradient_bound) for "
@@ -105,13 +115,53 @@ class DPDDA(BoxConstrained, Algorithm):
         return huo.Mechanism(G=float(G), k=d, d=d, p=self.p, q=int(q), T=int(iterations),
                              batch_size=self.batch_size)
 
-    def privacy(self, problem, graph, iterations: int | None = None, accountant: str = "proof",
-                delta0: float = 1e-5, delta: float | None = None,
-                gradient_bound: float | None = None, **kw: Any) -> PrivacyGuarantee:
-        if self.sigma == 0:
-            return PrivacyGuarantee.none("DP-DDA with sigma = 0 adds no noise", iterations)
-        require(iterations is not None, "iterations", iterations, "a finite horizon T")
-        mech = self.mechanism(problem, iterations, gradient_bound)
-        g = huo.guarantee(self.sigma, mech, accountant, delta0, delta, name=self.name, **kw)
-        return dataclasses.replace(g, per_agent=(g.epsilon,) * graph.n,
-                                   theorem=g.theorem + ", applied to DP-DDA's mechanism (k = d)")
+    def mechanism(self, problem, graph, iterations, assumptions):
+        """Per step t = 1..T: the clipped minibatch gradient plus ``N(0, sigma^2 I_d)`` added to
+        z (every node sends z), l2 sensitivity ``2G/B``, each record used with probability
+        ``pB/q`` (node sampling and data sampling; as DO-ADP's with k = d)."""
+        m = self.huo_mechanism(problem, iterations, assumptions.gradient_bound)
+        n = graph.n if graph is not None else problem.n_agents
+        release = Releases("g + nu (added to the dual z)", "gaussian", m.sensitivity("full"),
+                           np.full(m.T, self.sigma), m.sampling)
+        return [(np.arange(n), PrivacyMechanism(
+            (release,), "record", m.T, "paper 001's mechanism with k = d (Lemma 1, Lemma 4)",
+            notes=(huo_notes(m),)))]
+
+
+def _dpdda(alg, problem, graph, iterations, assumptions, accountant, delta0=1e-5, **kw):
+    g = huo_account(alg, problem, graph, iterations, assumptions, accountant, delta0, **kw)
+    if not g.is_private:
+        return g
+    return dataclasses.replace(g, theorem=g.theorem + ", applied to DP-DDA's mechanism (k = d)")
+
+
+@accountants.register(DPDDA, "theorem1")
+def theorem1_accountant(alg, problem, graph, iterations, assumptions, delta0: float = 1e-5):
+    """Huo et al.'s Theorem 1 (eq. (7)) with k = d (raises when a hypothesis fails); option
+    delta0."""
+    return _dpdda(alg, problem, graph, iterations, assumptions, "theorem1", delta0)
+
+
+@accountants.register(DPDDA, "proof")
+def proof_accountant(alg, problem, graph, iterations, assumptions, delta0: float = 1e-5,
+                     amplification: str = "exact"):
+    """The step-by-step accountant of Huo et al.'s proof (Lemmas 1, 4, 5) with k = d, at the
+    assumptions' delta; options delta0, amplification."""
+    return _dpdda(alg, problem, graph, iterations, assumptions, "proof", delta0,
+                  amplification=amplification)
+
+
+@accountants.register(DPDDA, "rdp")
+def rdp_accountant(alg, problem, graph, iterations, assumptions, activation: str = "hidden"):
+    """dp-accounting RDP over T subsampled Gaussian steps at the assumptions' delta (default
+    1e-5); option activation."""
+    return _dpdda(alg, problem, graph, iterations, assumptions, "rdp", activation=activation)
+
+
+@accountants.register(DPDDA, "pld")
+def pld_accountant(alg, problem, graph, iterations, assumptions, activation: str = "hidden",
+                   pld_discretization: float | None = None):
+    """dp-accounting PLD over T subsampled Gaussian steps at the assumptions' delta (default
+    1e-5); options activation, pld_discretization."""
+    return _dpdda(alg, problem, graph, iterations, assumptions, "pld", activation=activation,
+                  pld_discretization=pld_discretization)

@@ -25,6 +25,11 @@ each per-sample gradient is clipped to l2 norm G and the full local gradient is 
 (``adjacency="record"``, paper 001's notion), ``2 sqrt(d) G / B`` with B-sample stochastic
 gradients (no subsampling amplification claimed).
 
+In dpnet: accountant ``"huang"`` (the default; constants ``gradient_bound``, ``adjacency``;
+``iterations=None`` gives the K -> inf limit), :meth:`DPDO.mechanism` for the generic accountants
+(basic composition of its releases is exactly ``"huang"``), and calibration over M through
+:meth:`~dpnet.algorithms.base.Algorithm.calibrate`.
+
 Gaps (the original paper could not be consulted while writing this; implemented from its
 published description and the structure of its analysis as recalled): the names c, p, q, M and
 the own-noisy-message convention follow the common presentation of Huang et al.'s Algorithm 1; the
@@ -36,12 +41,17 @@ clipping at G, matching the l2 bound G above), which the original does not do.
 
 from __future__ import annotations
 
+import copy
 import math
-from typing import Any
+
+import numpy as np
 
 from ..errors import ParameterError, nonnegative, positive, positive_int, require
 from ..noise import Laplace
+from ..privacy import accountants
 from ..privacy.guarantee import PrivacyGuarantee
+from ..privacy.mechanism import Mechanism, Releases
+from ..problems.base import ProblemConstants
 from ..problems.stochastic import Clip, as_clip, clipped_stochastic_grad
 from .base import Algorithm, BoxConstrained, Context, State, register
 
@@ -79,7 +89,10 @@ class DPDO(BoxConstrained, Algorithm):
                                         clip=self.clip)
         return {"x": self._project(v - self.c * self.p ** k * g)}
 
-    # -- privacy ----------------------------------------------------------------------------
+    # -- privacy: accountant "huang" (below) and the generic ones over mechanism() -----------
+    default_accountant = "huang"
+    noise_attributes = ("M", "noise")           # the accountant reads M, the steps noise
+
     def gradient_sensitivity(self, problem, gradient_bound: float | None,
                              adjacency: str) -> float:
         """l1 sensitivity ``Delta_g`` of the gradient a step uses (module docstring)."""
@@ -110,35 +123,68 @@ class DPDO(BoxConstrained, Algorithm):
             terms = -math.expm1(iterations * math.log(r)) / (1.0 - r)
         return Delta_g * self.c / (self.M * self.q) * terms
 
-    def privacy(self, problem, graph=None, iterations: int | None = None,
-                gradient_bound: float | None = None, adjacency: str = "function",
-                **_: Any) -> PrivacyGuarantee:
-        if self.M == 0:
-            return PrivacyGuarantee.none("DPDO with M = 0 adds no noise", iterations)
-        D = self.gradient_sensitivity(problem, gradient_bound, adjacency)
-        eps = self.epsilon(D, iterations)
-        n = problem.n_agents
-        return PrivacyGuarantee.from_per_agent(
-            [eps] * n, horizon=iterations,
-            theorem="Laplace composition over DPDO's messages (Huang, Mitra & Vaidya 2015; "
-                    "derived for this implementation, see the module docstring)",
-            assumptions=(f"l1 gradient sensitivity Delta_g = {D:.6g} ({adjacency} adjacency)",
-                         f"c = {self.c:g}, p = {self.p:g}, q = {self.q:g}, M = {self.M:g}"))
+    def mechanism(self, problem, graph, iterations, assumptions):
+        """Per k = 0..K-1: the message ``y_{k+1}`` carries ``x_{k+1}``, which two adjacent
+        objectives move by at most ``c p^k Delta_g`` (l1), under ``Lap(M q^{k+1})``: basic
+        composition of these releases is :func:`huang_accountant` (module docstring)."""
+        adjacency = assumptions.adjacency or "function"
+        D = self.gradient_sensitivity(problem, assumptions.gradient_bound, adjacency)
+        k = np.arange(int(iterations), dtype=np.float64)
+        release = Releases("y_{k+1} = x_{k+1} + Lap(M q^{k+1})", "laplace",
+                           self.c * self.p ** k * D, self.M * self.q ** (k + 1))
+        n = graph.n if graph is not None else problem.n_agents
+        return [(np.arange(n), Mechanism((release,), adjacency, int(iterations),
+                                         f"DPDO's l1 gradient sensitivity Delta_g = {D:.6g}"))]
 
-    def calibrated(self, epsilon: float, problem, iterations: int | None = None,
-                   gradient_bound: float | None = None, adjacency: str = "function") -> DPDO:
-        """A copy whose M makes the guarantee exactly ``epsilon`` (solved in closed form)."""
-        D = self.gradient_sensitivity(problem, gradient_bound, adjacency)
-        M = DPDO(self.c, self.p, self.q, 1.0).epsilon(D, iterations) / positive("epsilon", epsilon)
-        return DPDO(self.c, self.p, self.q, M, self.radius, self.batch_size, self.clip)
+    def calibrate(self, epsilon, problem, graph, iterations=None, over=None, accountant=None,
+                  assumptions=None, **constants) -> DPDO:
+        """:meth:`Algorithm.calibrate <dpnet.algorithms.base.Algorithm.calibrate>`; by the
+        ``"huang"`` account over M, epsilon is exactly proportional to 1/M, so the search's answer
+        is then finished in closed form (and re-checked: never above ``epsilon``)."""
+        out = super().calibrate(epsilon, problem, graph, iterations, over, accountant,
+                                assumptions, **constants)
+        if (accountant or self.default_accountant) != "huang" or over is not None:
+            return out
+
+        def eps(alg: DPDO) -> float:
+            return alg.privacy(problem, graph, iterations, assumptions=assumptions,
+                               accountant=accountant, **constants).epsilon
+
+        exact, M = copy.copy(out), out.M * eps(out) / epsilon
+        for _ in range(4):                  # a rounding above the target: the next float up
+            exact.M, exact.noise = M, Laplace(M, decay=self.q)
+            if eps(exact) <= epsilon:
+                return exact
+            M = math.nextafter(M, math.inf)
+        return out
 
     @classmethod
     def for_chen_wang(cls, c: float | None, epsilon: float, gradient_bound: float, dim: int,
                       radius: float | None, iterations: int | None = None, p: float = 0.999,
                       q: float = 0.9995) -> DPDO:
-        """Paper 002's PDOP: step ``c p^k`` (``c=None``: 1), noise calibrated to ``epsilon`` for
-        the function adjacency with l2 gradient bound G in dimension ``dim``."""
+        """Paper 002's PDOP: step ``c p^k`` (``c=None``: 1), noise calibrated (by
+        :meth:`~dpnet.algorithms.base.Algorithm.calibrate` over M and the ``"huang"``
+        accountant) to ``epsilon`` for the function adjacency with l2 gradient bound G in
+        dimension ``dim``."""
         alg = cls(1.0 if c is None else c, p, q, 1.0, radius)
-        D = 2.0 * math.sqrt(dim) * gradient_bound
-        M = alg.epsilon(D, iterations) / positive("epsilon", epsilon)
-        return cls(alg.c, p, q, M, radius)
+        return alg.calibrate(epsilon, ProblemConstants(1, dim), None, iterations,
+                             gradient_bound=gradient_bound, adjacency="function")
+
+
+@accountants.register(DPDO, "huang")
+def huang_accountant(alg, problem, graph, iterations, assumptions):
+    """Laplace composition over DPDO's messages (Huang, Mitra & Vaidya 2015; derived in dpdo.py):
+    gradient_bound G (or an l2 clip), adjacency "function" (default) or "record";
+    iterations=None: the K -> inf limit."""
+    if alg.M == 0:
+        return PrivacyGuarantee.none("DPDO with M = 0 adds no noise", iterations)
+    adjacency = assumptions.adjacency or "function"
+    D = alg.gradient_sensitivity(problem, assumptions.gradient_bound, adjacency)
+    eps = alg.epsilon(D, iterations)
+    n = graph.n if graph is not None else problem.n_agents
+    return PrivacyGuarantee.from_per_agent(
+        [eps] * n, horizon=iterations,
+        theorem="Laplace composition over DPDO's messages (Huang, Mitra & Vaidya 2015; "
+                "derived for this implementation, see the module docstring)",
+        assumptions=(f"l1 gradient sensitivity Delta_g = {D:.6g} ({adjacency} adjacency)",
+                     f"c = {alg.c:g}, p = {alg.p:g}, q = {alg.q:g}, M = {alg.M:g}"))

@@ -7,21 +7,30 @@ with ``p_i = n_i / N`` the parties' data shares, ``eta_k = eta / (k+1)^power`` a
 average gradient of m distinct local samples. [33] has a central server; here the server is
 emulated on a complete graph whose weight matrix has identical rows p (:func:`server_graph`):
 every agent broadcasts ``u_i = x_i - eta_k (g_i + z_i)`` and keeps ``sum_j p_j u_j``, so agents
-that start from the same x_0 all hold the server's model. Privacy: :mod:`dpnet.privacy.kang`
-(RDP accounting of the same Gaussian mechanism; [33]'s closed form has an unspecified constant).
+that start from the same x_0 all hold the server's model. Privacy: accountant ``"kang"`` (the
+default), :mod:`dpnet.privacy.kang` (RDP accounting of the same Gaussian mechanism, with the
+amplification of sampling m of the D local samples without replacement; [33]'s closed form has an
+unspecified constant), paper 003's C given as exactly one of ``gradient_bound`` (C bounds the l2
+norm) or ``l1_gradient_bound`` (an l1 bound also bounds the l2 norm), epsilon at the assumption
+``delta`` (default 1e-5), option ``subsampled``. :meth:`KangWDDP.mechanism` describes the Gaussian
+releases (the noisy gradient ``g_i + z_i``: l2 sensitivity ``C/m``, noise ``sigma``) without
+subsampling: the generic accountants know Poisson subsampling only, not sampling without
+replacement under replace-one adjacency, so ``rdp``/``pld`` give the unamplified bound (``kang``
+with ``subsampled=False``).
+``calibrate`` scales ``sigma`` and the noise it builds by one factor.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 
 from ..errors import ParameterError, nonnegative, positive, positive_int, require
 from ..graphs import Graph, from_weights
 from ..noise import Gaussian
-from ..privacy import kang
+from ..privacy import accountants, kang
+from ..privacy import chen_wang_zhang as cwz
 from ..privacy.guarantee import PrivacyGuarantee
+from ..privacy.mechanism import Mechanism, Releases
 from .base import Algorithm, Context, State, register
 
 
@@ -65,19 +74,49 @@ class KangWDDP(Algorithm):
         u = x - self.eta / (k + 1.0) ** self.power * (g + ctx.noise(self.noise, "noise", k))
         return {"x": ctx.net.mix(ctx.net.exchange(u, "u"), "W")}
 
-    def privacy(self, problem, graph, iterations: int | None = None, C: float | None = None,
-                delta: float = 1e-5, subsampled: bool = True, **_: Any) -> PrivacyGuarantee:
-        """RDP-accounted Gaussian releases (see :mod:`dpnet.privacy.kang`); C: Definition 3 of
-        paper 003 in l2; D = the problem's local sample count."""
-        if iterations is None or C is None or self.sigma == 0:
-            raise ParameterError("iterations/C/sigma", (iterations, C, self.sigma),
-                                 "a horizon, paper 003's C (l2) and sigma > 0")
-        D = getattr(problem, "m", None)
-        require(isinstance(D, int | np.integer), "problem.m", D, "a local sample count")
-        eps = kang.epsilon(self.sigma, C, self.batch, int(D), iterations, delta, subsampled)
-        return PrivacyGuarantee.from_per_agent(
-            [eps] * graph.n, delta=delta, horizon=iterations,
-            theorem="Gaussian mechanism (sensitivity C/m) composed by the RDP accountant"
-                    + (" with sampling without replacement" if subsampled else ""),
-            assumptions=(f"paper 003's Definition 3 with C = {C:g} (l2)",),
-            notes=("[33]'s own closed form has an unspecified constant c",))
+    # -- privacy: accountant "kang" (below) and the generic ones over mechanism() ------------
+    default_accountant = "kang"
+    noise_attributes = ("sigma", "noise")       # the scale and the noise it builds, together
+
+    def _check(self, iterations, assumptions) -> float:
+        """The l2 sensitivity constant C of one sampled gradient (see the module docstring)."""
+        if iterations is None or iterations < 1:
+            raise ParameterError("iterations", iterations, "a finite horizon (>= 1)")
+        if self.sigma == 0:
+            raise ParameterError("sigma", self.sigma, "sigma > 0 (no noise, no guarantee)")
+        return cwz.definition3(assumptions, f"{self.name}'s accountant")[0]
+
+    def mechanism(self, problem, graph, iterations, assumptions):
+        """Per k = 0..iterations-1: every party's ``u_i = x - eta_k (g_i + z_i)``, i.e. (x being
+        the public model) its noisy gradient ``g_i + z_i``: Gaussian, l2 sensitivity ``C/m``,
+        noise ``sigma``; no subsampling amplification (see the module docstring)."""
+        C = self._check(iterations, assumptions)
+        return [(np.arange(graph.n), Mechanism(
+            (Releases("g + z", "gaussian", C / self.batch, np.full(iterations, self.sigma)),),
+            adjacency="record (paper 003's Definition 3: one sample of one party replaced)",
+            horizon=iterations,
+            source=f"Gaussian gradient perturbation, l2 sensitivity C/m with C = {C:g}, "
+                   f"m = {self.batch}",
+            notes=("sampling m of D without replacement is not credited (the generic "
+                   "accountants know Poisson subsampling only)",)))]
+
+
+@accountants.register(KangWDDP, "kang")
+def kang_accountant(alg, problem, graph, iterations, assumptions,
+                    subsampled: bool = True) -> PrivacyGuarantee:
+    """RDP-accounted Gaussian releases (see :mod:`dpnet.privacy.kang`) at the assumption
+    ``delta`` (default 1e-5); C from exactly one of ``gradient_bound`` (l2) or
+    ``l1_gradient_bound``; D = the problem's local sample count; ``subsampled``: credit the
+    sampling of m of D without replacement (default)."""
+    C = alg._check(iterations, assumptions)
+    delta = assumptions.delta if assumptions.delta is not None else accountants.DEFAULT_DELTA
+    D = getattr(problem, "m", None)
+    require(isinstance(D, int | np.integer), "problem.m", D, "a local sample count")
+    eps = kang.epsilon(alg.sigma, C, alg.batch, int(D), iterations, delta, subsampled)
+    norm = "l2" if assumptions.gradient_bound is not None else "l1, so also l2"
+    return PrivacyGuarantee.from_per_agent(
+        [eps] * graph.n, delta=delta, horizon=iterations,
+        theorem="Gaussian mechanism (sensitivity C/m) composed by the RDP accountant"
+                + (" with sampling without replacement" if subsampled else ""),
+        assumptions=(f"paper 003's Definition 3 with C = {C:g} ({norm})",),
+        notes=("[33]'s own closed form has an unspecified constant c",))

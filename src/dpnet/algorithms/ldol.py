@@ -14,20 +14,20 @@ Laplace scale ``sigmachk_t^i / sqrt(2)``, the convention of Algorithm 1's Theore
 Filled in where paper 002 is silent (catalogue 3.A, ``[MISSING]``): Theta is the box
 ``[-radius, radius]^n`` (``radius=None``: no projection), which keeps the gradients bounded and is
 l1-nonexpansive (used by the accountant); the noise is Laplace. Privacy:
-:func:`dpnet.privacy.chen_wang.ldol_epsilons` (Theorem 5(1)'s argument applied to (17),
-``[DERIVED]``; [47]'s own theorem was not consulted).
+accountant ``"chen_wang"`` (the default), :func:`dpnet.privacy.chen_wang.ldol_epsilons`
+(Theorem 5(1)'s argument applied to (17), ``[DERIVED]``; [47]'s own theorem was not consulted;
+assumption ``l1_gradient_bound``), and :meth:`LDOL.mechanism` for the generic accountants.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
 from ..errors import ParameterError, open_interval, positive, require
 from ..noise import Laplace
-from ..privacy import chen_wang
+from ..privacy import accountants, chen_wang
 from ..privacy.guarantee import PrivacyGuarantee
 from ..problems.online import all_data_grad
 from .base import Algorithm, BoxConstrained, Context, State, register
@@ -86,20 +86,35 @@ class LDOL(BoxConstrained, Algorithm):
             - self.step_size(t) * g
         return {"x": self._project(inner), "deg": deg}
 
-    def privacy(self, problem, graph, iterations: int | None = None,
-                l1_gradient_bound: float | None = None, **_: Any) -> PrivacyGuarantee:
-        """``[DERIVED]`` finite-horizon budget (module docstring); needs the l1 bound d."""
-        if iterations is None or l1_gradient_bound is None:
-            raise ParameterError("iterations/l1_gradient_bound", (iterations, l1_gradient_bound),
-                                 "a finite horizon and the l1 gradient bound d")
-        deg = np.abs(graph.sparse("laplacian_like").diagonal())
-        eps = chen_wang.ldol_epsilons(self.lambda0, self.v, self.gamma0, self.u, self.sigma0,
-                                      self.varsigma, deg, l1_gradient_bound, iterations)
-        return PrivacyGuarantee.from_per_agent(
-            eps, delta=0.0, horizon=int(iterations),
-            theorem="[DERIVED] Theorem 5(1)'s sensitivity argument applied to (17): rho_t = "
-                    "max_i|1 - gamma_{t-1}|w_ii|| rho_{t-1} + lambda_{t-1}, eps_i = "
-                    "sum_t 2 d rho_t / nu_t",
-            assumptions=(f"||grad l||_1 <= d = {l1_gradient_bound:g}",
-                         "projection onto a box (l1-nonexpansive) or none"),
-            notes=("not [47]'s own theorem, which was not available",))
+    # -- privacy: accountant "chen_wang" (below) and the generic ones over mechanism() -------
+    default_accountant = "chen_wang"
+    noise_attributes = ("noise", "sigma0")      # as LDPOnline's: sigma0 may be per agent
+
+    def mechanism(self, problem, graph, iterations, assumptions):
+        """The messages theta_t + varthetachk_t, t = 1..T: Laplace ``sigma0_i (t+1)^varsigma_i /
+        sqrt(2)`` per coordinate, l1 sensitivity ``2 d rho_t`` (``[DERIVED]``, module
+        docstring); their basic composition is the ``"chen_wang"`` account."""
+        return chen_wang.ldol_mechanism(graph, iterations, self.lambda0, self.v, self.gamma0,
+                                        self.u, self.sigma0, self.varsigma,
+                                        assumptions.l1_gradient_bound)
+
+
+@accountants.register(LDOL, "chen_wang")
+def chen_wang_accountant(alg, problem, graph, iterations, assumptions):
+    """[DERIVED] Theorem 5(1)'s argument (paper 002) applied to LDOL (17), finite horizon; needs
+    the l1_gradient_bound d."""
+    d = assumptions.l1_gradient_bound
+    if iterations is None or d is None:
+        raise ParameterError("iterations/l1_gradient_bound", (iterations, d),
+                             "a finite horizon and the l1 gradient bound d")
+    deg = np.abs(graph.sparse("laplacian_like").diagonal())
+    eps = chen_wang.ldol_epsilons(alg.lambda0, alg.v, alg.gamma0, alg.u, alg.sigma0,
+                                  alg.varsigma, deg, d, iterations)
+    return PrivacyGuarantee.from_per_agent(
+        eps, delta=0.0, horizon=int(iterations),
+        theorem="[DERIVED] Theorem 5(1)'s sensitivity argument applied to (17): rho_t = "
+                "max_i|1 - gamma_{t-1}|w_ii|| rho_{t-1} + lambda_{t-1}, eps_i = "
+                "sum_t 2 d rho_t / nu_t",
+        assumptions=(f"||grad l||_1 <= d = {d:g}",
+                     "projection onto a box (l1-nonexpansive) or none"),
+        notes=("not [47]'s own theorem, which was not available",))

@@ -21,23 +21,24 @@ Conditions (Assumption 4, (11)): ``v in (1/2, 1)``, every ``varsigma_i in (1/2, 
 ``delta_m > -1`` is *not* enforced, because the paper's own ring (w_ij = 0.3, delta_m = -1.2)
 violates it: :func:`dpnet.privacy.chen_wang.assumption3` reports it. The graph's off-diagonal
 weights are W's (``graph.laplacian_like``); e.g. ``graphs.ring(10, weight=0.3)``.
-``sigma0 = 0`` is exactly the noise-free method. Privacy: Lemma 1 + Theorem 5(1)
-(:mod:`dpnet.privacy.chen_wang`), which needs the l1 gradient bound d.
+``sigma0 = 0`` is exactly the noise-free method. Privacy: accountant ``"chen_wang"`` (the
+default), Lemma 1 + Theorem 5(1) (:mod:`dpnet.privacy.chen_wang`), which needs the assumption
+``l1_gradient_bound`` (d); :meth:`LDPOnline.mechanism` gives the generic accountants the same
+Laplace releases (their ``laplace`` composition is Theorem 5(1)). A calibration scales the noise
+(every agent's sigma0_i) by one factor.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
 from ..errors import open_interval, positive, require
 from ..graphs.base import off_diagonal
 from ..noise import Laplace
-from ..privacy import chen_wang
-from ..privacy.guarantee import PrivacyGuarantee
+from ..privacy import accountants, chen_wang
 from ..problems.online import all_data_grad
 from .base import Algorithm, Context, State, register
 
@@ -122,9 +123,23 @@ class LDPOnline(Algorithm):
         theta_next = theta + neighbour_step(ctx, H, theta, deg) - self.step_size(t) * g  # line 6
         return {"x": theta_next, "deg": deg}
 
-    def privacy(self, problem, graph, iterations: int | None = None,
-                l1_gradient_bound: float | None = None, **_: Any) -> PrivacyGuarantee:
-        """Lemma 1 + Theorem 5(1) over ``iterations`` = T (messages y_1..y_T); the l1 gradient
-        bound d of Assumption 5 is required. Theorem 5(2) (T = inf) is not computed."""
-        return chen_wang.ldp_online_guarantee(graph, iterations, self.lambda0, self.v,
-                                              self.sigma0, self.varsigma, l1_gradient_bound)
+    # -- privacy: accountant "chen_wang" (below) and the generic ones over mechanism() -------
+    default_accountant = "chen_wang"
+    # the accountant reads sigma0, the steps noise; noise first: sigma0 may be one per agent,
+    # and a calibration's zero-noise check reads the noise object first
+    noise_attributes = ("noise", "sigma0")
+
+    def mechanism(self, problem, graph, iterations, assumptions):
+        """The messages y_1..y_T: Laplace ``nu_t^i`` per coordinate, l1 sensitivity ``2 d rho_t``
+        ((22)); their basic composition is Theorem 5(1)."""
+        return chen_wang.ldp_online_mechanism(graph, iterations, self.lambda0, self.v,
+                                              self.sigma0, self.varsigma,
+                                              assumptions.l1_gradient_bound)
+
+
+@accountants.register(LDPOnline, "chen_wang")
+def chen_wang_accountant(alg, problem, graph, iterations, assumptions):
+    """Lemma 1 + Theorem 5(1) of paper 002 over iterations = T (messages y_1..y_T); needs the
+    l1_gradient_bound d of Assumption 5. Theorem 5(2) (T = inf) is not computed."""
+    return chen_wang.ldp_online_guarantee(graph, iterations, alg.lambda0, alg.v, alg.sigma0,
+                                          alg.varsigma, assumptions.l1_gradient_bound)

@@ -8,13 +8,16 @@ quantizer (:class:`TernaryDP`) that is itself the privacy mechanism:
 
 with ``psi_j = TernaryDP(x_j)``, ``gamma_k = gamma0/(k+1)^v``, ``lambda_k = lambda0/(k+1)^u`` and
 g the m-sample minibatch gradient. Undirected graph, ``w_ij >= 0`` on edges (diagonal unused).
-Privacy: :mod:`dpnet.privacy.wang_basar` with the state sensitivity of
-:func:`dpnet.privacy.chen_wang_zhang.dsgd_state_sensitivity`, basic composition.
+Privacy: accountant ``"wang_basar"`` (the default), :mod:`dpnet.privacy.wang_basar` with the state
+sensitivity of :func:`dpnet.privacy.chen_wang_zhang.dsgd_state_sensitivity`, basic composition;
+paper 003's C given as exactly one of ``gradient_bound`` (l2: l1 constant ``sqrt(d) C``) or
+``l1_gradient_bound``. No :meth:`~dpnet.algorithms.base.Algorithm.mechanism`: the ternary
+quantizer is the privacy mechanism, neither a Laplace nor a Gaussian release, so the generic
+accountants do not apply. ``calibrate`` scales the quantizer's margin ``b - a`` (its noise scale:
+the bound is ``Delta_1/(b - a)`` per release) by one factor.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 import torch
@@ -22,8 +25,8 @@ import torch
 from ..compression import Compressor
 from ..errors import ParameterError, nonnegative, positive, positive_int, require
 from ..graphs.base import off_diagonal
+from ..privacy import accountants, wang_basar
 from ..privacy import chen_wang_zhang as cwz
-from ..privacy import wang_basar
 from ..privacy.guarantee import PrivacyGuarantee, per_agent_unique
 from .base import Algorithm, Context, State, register
 
@@ -72,6 +75,17 @@ class TernaryDP(Compressor):
     def bits(self, d, float_bits=64):
         return 2 * d
 
+    def scaled(self, factor: float) -> TernaryDP:
+        """The quantizer whose margin ``b - a`` (the noise scale of the privacy bound
+        ``Delta_1/(b - a)``) is ``factor`` times this one's; the clamp a is kept."""
+        positive("factor", factor)
+        return TernaryDP(self.a, self.a + factor * (self.b - self.a))
+
+    def __mul__(self, factor: float) -> TernaryDP:     # what a calibration's common factor does
+        return self.scaled(factor)
+
+    __rmul__ = __mul__
+
 
 @register
 class WangBasarTernary(Algorithm):
@@ -108,23 +122,33 @@ class WangBasarTernary(Algorithm):
         g = ctx.grad(x, self.batch, k=k, purpose="sample")
         return {"x": x + self.coupling(k) * neighbour_pull(ctx, H, x) - self.step_size(k) * g}
 
-    def privacy(self, problem, graph, iterations: int | None = None, C: float | None = None,
-                **_: Any) -> PrivacyGuarantee:
-        """Releases at k = 0..iterations-1; sensitivity with C (l2) as an l1 constant sqrt(d) C."""
-        if iterations is None or C is None:
-            raise ParameterError("iterations/C", (iterations, C), "a horizon and paper 003's C")
-        ks = np.arange(iterations - 1)
-        C1m = cwz.l1_constant(C, problem.dim) / self.batch
-        def epsilon(row_sum: float) -> float:
-            delta = cwz.dsgd_state_sensitivity(self.gamma0 / (ks + 1.0) ** self.v,
-                                               self.lambda0 / (ks + 1.0) ** self.u, row_sum, C1m)
-            return float(wang_basar.release_epsilon(delta, self.quantizer.a,
-                                                    self.quantizer.b).sum())
+    # -- privacy: accountant "wang_basar" (below); no mechanism() (see the module docstring) ---
+    default_accountant = "wang_basar"
+    noise_attributes = ("quantizer",)           # its margin b - a, by TernaryDP.scaled
 
-        # sum_{j != i} w_ij is the Laplacian's diagonal; agents sharing it share their epsilon
-        per = per_agent_unique(epsilon, graph.sparse("L").diagonal())
-        return PrivacyGuarantee.from_per_agent(
-            per, delta=0.0, horizon=iterations,
-            theorem="ternary quantizer ratio bound Delta_1/(b - a) per release, basic composition "
-                    "[reconstructed]",
-            assumptions=(f"paper 003's Definition 3 with C = {C:g} (l2, l1 constant sqrt(d) C)",))
+
+@accountants.register(WangBasarTernary, "wang_basar")
+def wang_basar_accountant(alg, problem, graph, iterations, assumptions) -> PrivacyGuarantee:
+    """Releases at k = 0..iterations-1, each ``Delta_1/(b - a)``-DP, basic composition; C from
+    exactly one of ``gradient_bound`` (l2: l1 constant ``sqrt(d) C``) or ``l1_gradient_bound``
+    [reconstructed]."""
+    if iterations is None or iterations < 1:
+        raise ParameterError("iterations", iterations, "a finite horizon (>= 1): basic "
+                             "composition of the releases")
+    C, norm = cwz.definition3(assumptions, f"{alg.name}'s accountant")
+    ks = np.arange(iterations - 1)
+    C1m = cwz.l1_constant(C, problem.dim, norm) / alg.batch
+
+    def epsilon(row_sum: float) -> float:
+        delta = cwz.dsgd_state_sensitivity(alg.gamma0 / (ks + 1.0) ** alg.v,
+                                           alg.lambda0 / (ks + 1.0) ** alg.u, row_sum, C1m)
+        return float(wang_basar.release_epsilon(delta, alg.quantizer.a, alg.quantizer.b).sum())
+
+    # sum_{j != i} w_ij is the Laplacian's diagonal; agents sharing it share their epsilon
+    per = per_agent_unique(epsilon, graph.sparse("L").diagonal())
+    described = "(l2, l1 constant sqrt(d) C)" if norm == "l2" else "(l1)"
+    return PrivacyGuarantee.from_per_agent(
+        per, delta=0.0, horizon=iterations,
+        theorem="ternary quantizer ratio bound Delta_1/(b - a) per release, basic composition "
+                "[reconstructed]",
+        assumptions=(f"paper 003's Definition 3 with C = {C:g} {described}",))

@@ -7,13 +7,19 @@ binomial noise (:class:`BinomialQuantizer`), averaged at a server (emulated as i
 
 ``U`` the unbiased stochastic rounding of ``(clip_X(g) + X)/s`` to ``{0..levels-1}``,
 ``s = 2X/(levels-1)``, ``Z ~ Bin(N, p)`` per coordinate, ``eta_k = eta/(k+1)^power``. Privacy:
-:mod:`dpnet.privacy.yan` (cpSGD's binomial mechanism per iteration, composed).
+accountant ``"yan"`` (the default), :mod:`dpnet.privacy.yan` (cpSGD's binomial mechanism per
+iteration, composed), paper 003's C given as exactly one of ``gradient_bound`` (C bounds the l2
+norm) or ``l1_gradient_bound``; options ``delta0`` (per iteration) and ``delta_prime`` (advanced
+composition's slack). No :meth:`~dpnet.algorithms.base.Algorithm.mechanism`: the binomial
+quantizer is neither a Laplace nor a Gaussian release, so the generic accountants do not apply.
+``calibrate`` scales the binomial noise's standard deviation ``sqrt(N p (1-p))`` (in level units)
+by one factor: N becomes ``ceil(N t^2)`` (an integer, so the epsilon it reaches is at most the
+target, not equal to it).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import torch
@@ -21,7 +27,8 @@ from scipy import stats
 
 from ..compression import Compressor
 from ..errors import ParameterError, nonnegative, open_interval, positive, positive_int, require
-from ..privacy import yan
+from ..privacy import accountants, yan
+from ..privacy import chen_wang_zhang as cwz
 from ..privacy.guarantee import PrivacyGuarantee
 from .base import Algorithm, Context, State, register
 from .kang_wddp import require_server
@@ -56,6 +63,18 @@ class BinomialQuantizer(Compressor):
     def bits(self, d, float_bits=64):
         return d * math.ceil(math.log2(self.levels + self.trials))
 
+    def scaled(self, factor: float) -> BinomialQuantizer:
+        """The quantizer whose binomial noise has ``factor`` times this one's standard deviation,
+        rounded up to whole trials: ``N -> ceil(N factor^2)``."""
+        positive("factor", factor)
+        trials = max(1, math.ceil(self.trials * factor * factor * (1 - 1e-15)))
+        return BinomialQuantizer(self.levels, self.clip, trials, self.p)
+
+    def __mul__(self, factor: float) -> BinomialQuantizer:   # a calibration's common factor
+        return self.scaled(factor)
+
+    __rmul__ = __mul__
+
 
 @register
 class YanBinomial(Algorithm):
@@ -81,18 +100,41 @@ class YanBinomial(Algorithm):
         H = ctx.net.exchange(g, "g", self.quantizer)
         return {"x": x - self.eta / (k + 1.0) ** self.power * ctx.net.mix(H, "W")}
 
-    def privacy(self, problem, graph, iterations: int | None = None, C: float | None = None,
-                delta0: float = 1e-6, delta_prime: float = 1e-5, **_: Any) -> PrivacyGuarantee:
-        if iterations is None or C is None:
-            raise ParameterError("iterations/C", (iterations, C), "a horizon and paper 003's C")
-        q = self.quantizer
-        d = problem.dim
-        D_inf, D1, D2 = yan.sensitivities(C, self.batch, q.step, d)
-        e0 = yan.binomial_epsilon(delta0, q.trials, q.p, d, D_inf, D1, D2)
-        eps, delta = yan.compose(e0, delta0, iterations, delta_prime)
-        return PrivacyGuarantee.from_per_agent(
-            [eps] * graph.n, delta=delta, horizon=iterations,
-            theorem="cpSGD binomial mechanism (Agarwal et al. 2018, Thm 1) per iteration, "
-                    "advanced/basic composition",
-            assumptions=(f"paper 003's Definition 3 with C = {C:g} (l2)",),
-            notes=(f"per-iteration epsilon {e0:.6g} at delta0 = {delta0:g}",))
+    # -- privacy: accountant "yan" (below); no mechanism() (see the module docstring) -----------
+    default_accountant = "yan"
+    noise_attributes = ("quantizer",)           # its binomial standard deviation, by scaled()
+
+
+@accountants.register(YanBinomial, "yan")
+def yan_accountant(alg, problem, graph, iterations, assumptions, delta0: float | None = None,
+                   delta_prime: float | None = None) -> PrivacyGuarantee:
+    """cpSGD's binomial mechanism per iteration (at ``delta0``), T-fold composition (advanced
+    with slack ``delta_prime``, or basic when smaller); C from exactly one of ``gradient_bound``
+    (l2) or ``l1_gradient_bound``. Without the assumption ``delta``: ``delta0 = 1e-6``,
+    ``delta_prime = 1e-5``; with it, the ones not given default to ``delta/(2T)`` and
+    ``delta/2`` and the reported delta must not exceed it."""
+    if iterations is None or iterations < 1:
+        raise ParameterError("iterations", iterations, "a finite horizon (>= 1): the per-"
+                             "iteration budgets are composed")
+    C, norm = cwz.definition3(assumptions, f"{alg.name}'s accountant")
+    target = assumptions.delta
+    if delta0 is None:
+        delta0 = 1e-6 if target is None else target / (2.0 * iterations)
+    if delta_prime is None:
+        delta_prime = 1e-5 if target is None else target / 2.0
+    q = alg.quantizer
+    d = problem.dim
+    D_inf, D1, D2 = yan.sensitivities(C, alg.batch, q.step, d, norm)
+    e0 = yan.binomial_epsilon(delta0, q.trials, q.p, d, D_inf, D1, D2)
+    eps, delta = yan.compose(e0, delta0, iterations, delta_prime)
+    if target is not None and delta > target * (1 + 1e-12):
+        raise ParameterError("delta", target, f"at least the delta the composition reports, "
+                             f"{delta:.6g} = composed delta0 = {delta0:g} (x {iterations}) and "
+                             f"delta_prime = {delta_prime:g}", "lower delta0 / delta_prime or "
+                             "leave them to be derived from delta")
+    return PrivacyGuarantee.from_per_agent(
+        [eps] * graph.n, delta=delta, horizon=iterations,
+        theorem="cpSGD binomial mechanism (Agarwal et al. 2018, Thm 1) per iteration, "
+                "advanced/basic composition",
+        assumptions=(f"paper 003's Definition 3 with C = {C:g} ({norm})",),
+        notes=(f"per-iteration epsilon {e0:.6g} at delta0 = {delta0:g}",))

@@ -163,23 +163,23 @@ def fig1_algorithms(s: Fig1Setup, quick: bool, log_every: int = 10):
     alg1 = algorithms.LDPOnline(1.0, 0.71, sigma0, vs)
     G1 = alg1.privacy(s.problem, s.graph, iterations=s.T, l1_gradient_bound=s.d_l1)
     target = G1.epsilon                          # the weakest agent's budget
-    n = s.problem.dim
     ldol = algorithms.LDOL(1.0, 0.71, 1.0, 0.7, sigma0, vs - 0.5, radius=s.radius)
     grid = [0.5, 1.0, 2.0] if quick else [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0]
     T_grid = max(20, s.T // 3)
     tuned, tables = {}, {}
     for name, cls in (("DOLA", algorithms.DOLA), ("DMOD", algorithms.DMOD)):
         def make(a0, cls=cls):
-            return cls(a0, 0.5, 0.0, radius=s.radius).calibrated(target, s.L_l2, n, s.T)
+            return cls(a0, 0.5, 1.0, radius=s.radius).calibrate(
+                target, s.problem, s.graph, s.T, gradient_bound=s.L_l2)
         tuned[name], tables[name] = _near_optimal(make, s, grid, T_grid, log_every)
     runs = {
         "Algorithm 1": alg1,
         "DSGD (no noise)": algorithms.DSGD(1.0, batch_size=s.problem.batch, power=0.71),
         "LDOL (17)": ldol,
-        "DOLA": algorithms.DOLA(tuned["DOLA"], 0.5, 0.0, s.radius).calibrated(
-            target, s.L_l2, n, s.T),
-        "DMOD": algorithms.DMOD(tuned["DMOD"], 0.5, 0.0, s.radius).calibrated(
-            target, s.L_l2, n, s.T),
+        "DOLA": algorithms.DOLA(tuned["DOLA"], 0.5, 1.0, s.radius).calibrate(
+            target, s.problem, s.graph, s.T, gradient_bound=s.L_l2),
+        "DMOD": algorithms.DMOD(tuned["DMOD"], 0.5, 1.0, s.radius).calibrate(
+            target, s.problem, s.graph, s.T, gradient_bound=s.L_l2),
     }
     pd = _pdop(s, target, grid, T_grid, log_every)
     if pd is not None:
@@ -585,8 +585,10 @@ def _cnn_figure(report, quick: bool, spec: CNNSpec, fig: str, title_data: str) -
             "Algorithm 1": algorithms.LDPOnline(1.0, spec.v, spec.sigma0, vs),
             "DSGD (no noise)": algorithms.DSGD(1.0, batch_size=spec.batch, power=spec.v),
             "LDOL (17)": algorithms.LDOL(1.0, 0.71, 1.0, 0.7, spec.sigma0, vs - 0.5),
-            "DOLA": algorithms.DOLA(1.0, 0.5).calibrated(target, G, n),
-            "DMOD": algorithms.DMOD(1.0, 0.5).calibrated(target, G, n),
+            "DOLA": algorithms.DOLA(1.0, 0.5, 1.0).calibrate(target, problem, graph, phase.T,
+                                                            gradient_bound=G),
+            "DMOD": algorithms.DMOD(1.0, 0.5, 1.0).calibrate(target, problem, graph, phase.T,
+                                                            gradient_bound=G),
         }
         pd = pdop(None, target, G, n, None, phase.T, spec.batch)
         if pd is not None:

@@ -684,7 +684,7 @@ def baseline_epsilons(alg, graph, problem, T: int) -> tuple[float, float]:
         c1 = C_ADJ * math.sqrt(problem.dim) / (2.0 * ORACLE_BATCH)
         pg = alg.privacy(problem, graph, iterations=T, l1_gradient_bound=c1)
     else:
-        pg = alg.privacy(problem, graph, iterations=T, C=C_ADJ)
+        pg = alg.privacy(problem, graph, iterations=T, gradient_bound=C_ADJ)
     return pg.epsilon, pg.delta
 
 

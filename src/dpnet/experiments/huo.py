@@ -371,7 +371,7 @@ def _dpdo(s: LRSetup, eps: float) -> tuple[algorithms.DPDO, str]:
     G = float(torch.linalg.vector_norm(A, dim=2).max()) + s.problem.reg * radius * math.sqrt(
         s.problem.dim)
     base = algorithms.DPDO(c=0.01, p=p, q=q, M=1.0, radius=radius)
-    alg = base.calibrated(eps, s.problem, iterations=s.T, gradient_bound=G, adjacency="record")
+    alg = base.calibrate(eps, s.problem, s.graph, s.T, gradient_bound=G, adjacency="record")
     return alg, (f"c = 0.01, p = 0.1^(1/T) = {p:.6f}, q = (1+p)/2 = {q:.6f}, box [-R, R]^d with "
                  f"R = 2 ||x*||_inf = {radius:.3g}, full local gradients, per-sample gradient "
                  f"bound G = max ||a|| + R sqrt(d)/q = {G:.4g} on the box, record adjacency "

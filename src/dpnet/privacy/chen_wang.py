@@ -43,6 +43,11 @@ Algorithm 1's agents"):
   (``[DERIVED]``; [47]'s own theorem was not available): the coupling is ``gamma_t w_ij``, so
   ``rho_t = max_i |1 - gamma_{t-1} |w_ii|| rho_{t-1} + lambda_{t-1}``, the projection onto a box is
   l1-nonexpansive, and the (increasing) noise has ``nu_t = sigma0_i (t+1)^{varsigma_i}/sqrt(2)``.
+
+**Mechanisms** (:func:`ldp_online_mechanism`, :func:`ldol_mechanism`, :func:`dola_mechanism`):
+the same Laplace releases with their l1 sensitivities as :mod:`dpnet.privacy.mechanism` events,
+which the generic accountants (``laplace``, ``rdp``, ``pld``) compose: basic composition gives
+back Theorem 5(1), LDOL's derived budget and DOLA's ``"all-data"`` variant exactly.
 """
 
 from __future__ import annotations
@@ -179,6 +184,21 @@ def ldp_online_guarantee(graph, iterations: int | None, lambda0: float, v: float
 
 # ---- baselines ---------------------------------------------------------------------------------
 
+def ldol_sensitivity_factors(lambda0: float, v: float, gamma0: float, u: float,
+                             degrees: np.ndarray, T: int) -> np.ndarray:
+    """``rho_1..rho_T`` of LDOL (17): ``rho_t = max_i |1 - gamma_{t-1} deg_i| rho_{t-1} +
+    lambda_{t-1}``, ``rho_0 = 0`` (the l1 sensitivity of message t is ``2 d rho_t``)."""
+    deg = np.asarray(degrees, dtype=np.float64)
+    lam = step_sizes(lambda0, v, T)
+    gam = step_sizes(gamma0, u, T)
+    rho = np.empty(T)
+    r = 0.0
+    for t in range(T):
+        r = float(np.max(np.abs(1.0 - gam[t] * deg))) * r + lam[t]
+        rho[t] = r
+    return rho
+
+
 def ldol_epsilons(lambda0: float, v: float, gamma0: float, u: float, sigma0: PerAgent,
                   varsigma: PerAgent, degrees: np.ndarray, l1_gradient_bound: float,
                   T: int) -> np.ndarray:
@@ -191,13 +211,7 @@ def ldol_epsilons(lambda0: float, v: float, gamma0: float, u: float, sigma0: Per
     n = deg.size
     s0 = np.broadcast_to(np.atleast_1d(np.asarray(sigma0, dtype=np.float64)), (n,))
     vs = np.broadcast_to(np.atleast_1d(np.asarray(varsigma, dtype=np.float64)), (n,))
-    lam = step_sizes(lambda0, v, T)
-    gam = step_sizes(gamma0, u, T)
-    rho = np.empty(T)
-    r = 0.0
-    for t in range(T):
-        r = float(np.max(np.abs(1.0 - gam[t] * deg))) * r + lam[t]
-        rho[t] = r
+    rho = ldol_sensitivity_factors(lambda0, v, gamma0, u, deg, T)
     tt = np.arange(2, T + 2, dtype=np.float64)
     sums = np.array([float(np.sum(rho * tt ** (-c))) for c in vs])
     with np.errstate(divide="ignore"):
@@ -246,3 +260,85 @@ def dola_guarantee(name: str, alpha0: float, noise_scale: float, lipschitz: floa
         assumptions=(f"||grad l||_2 <= L = {lipschitz:g} on the projection set",),
         notes=("ignores how a sample's influence propagates through the state, as the original "
                "proof does",))
+
+
+# ---- mechanisms (the releases the generic accountants compose) ---------------------------------
+
+def _agent_groups(n: int, *columns) -> list[tuple[np.ndarray, tuple[float, ...]]]:
+    """Agents grouped by their (per-agent or shared) parameters: ``[(agents, values)]``."""
+    cols = np.stack([np.broadcast_to(np.atleast_1d(np.asarray(c, dtype=np.float64)), (n,))
+                     for c in columns], axis=1)
+    rows, inverse = np.unique(cols, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    return [(np.flatnonzero(inverse == g), tuple(float(x) for x in rows[g]))
+            for g in range(rows.shape[0])]
+
+
+def streaming_mechanism(n: int, T: int, rho: np.ndarray, l1_gradient_bound: float,
+                        sigma0: PerAgent, varsigma: PerAgent, sign: float, source: str,
+                        message: str) -> list:
+    """Per agent group: the messages t = 1..T, Laplace of per-coordinate scale
+    ``sigma0_i (t+1)^{sign varsigma_i} / sqrt(2)``, l1 sensitivity ``2 d rho_t`` (sign -1:
+    Algorithm 1's decreasing noise, +1: LDOL's increasing noise)."""
+    from .mechanism import Mechanism, Releases
+
+    d = positive("l1_gradient_bound", l1_gradient_bound)
+    tt = np.arange(2, T + 2, dtype=np.float64)
+    out = []
+    for agents, (s0, vs) in _agent_groups(n, sigma0, varsigma):
+        scale = s0 * tt ** (sign * vs) / math.sqrt(2.0)
+        out.append((agents, Mechanism((Releases(message, "laplace", 2.0 * d * rho, scale),),
+                                      "record", T, source)))
+    return out
+
+
+def ldp_online_mechanism(graph, T: int | None, lambda0: float, v: float, sigma0: PerAgent,
+                         varsigma: PerAgent, l1_gradient_bound: float | None) -> list:
+    """Algorithm 1's releases y_1..y_T (Lemma 1's sensitivity (22), Theorem 5's noise): their
+    basic composition is Theorem 5(1)."""
+    if T is None:
+        raise ParameterError("iterations", None, "a finite horizon T", NO_C3)
+    if l1_gradient_bound is None:
+        raise ParameterError("l1_gradient_bound", None, "the l1 gradient bound d of Assumption 5")
+    rho = sensitivity_factors(lambda0, v, wbar(graph), int(T))
+    return streaming_mechanism(graph.n, int(T), rho, l1_gradient_bound, sigma0, varsigma, -1.0,
+                               "paper 002, (22): Delta_t = 2 d rho_t", "y_t = theta_t + Lap")
+
+
+def ldol_mechanism(graph, T: int | None, lambda0: float, v: float, gamma0: float, u: float,
+                   sigma0: PerAgent, varsigma: PerAgent, l1_gradient_bound: float | None) -> list:
+    """LDOL's releases theta_t + varthetachk_t, t = 1..T (``[DERIVED]`` sensitivity, see
+    :func:`ldol_epsilons`)."""
+    if T is None or l1_gradient_bound is None:
+        raise ParameterError("iterations/l1_gradient_bound", (T, l1_gradient_bound),
+                             "a finite horizon and the l1 gradient bound d")
+    deg = np.abs(graph.sparse("laplacian_like").diagonal())
+    rho = ldol_sensitivity_factors(lambda0, v, gamma0, u, deg, int(T))
+    return streaming_mechanism(graph.n, int(T), rho, l1_gradient_bound, sigma0, varsigma, 1.0,
+                               "[DERIVED] Theorem 5(1)'s argument on (17): Delta_t = 2 d rho_t",
+                               "theta_t + Lap (17)")
+
+
+def dola_mechanism(n_agents: int, alpha0: float, power: float, noise_scale: float,
+                   lipschitz: float | None, dim: int, T: int | None, name: str = "DOLA") -> list:
+    """DOLA's / DMOD's broadcasts w_t + Lap(mu_t), t = 1..T, for a sample drawn at the first
+    iteration, which enters every later all-data gradient with weight 1/t: l1 sensitivity
+    ``2 alpha_t sqrt(n) L / t`` (``alpha_t = alpha0 / t^p``) under ``mu_t = b t^{-p}``; their
+    basic composition is ``variant="all-data"`` of :func:`dola_epsilon` (the published account
+    charges one release). Like both accounts, it ignores how a sample's influence propagates
+    through the state."""
+    from .mechanism import Mechanism, Releases
+
+    if lipschitz is None:
+        raise ParameterError("gradient_bound", None, f"the l2 gradient bound L of {name}'s "
+                             "sensitivity 2 alpha_t sqrt(n) L must be given")
+    L = positive("gradient_bound", lipschitz)
+    T = positive_int("iterations", T)
+    t = np.arange(1, T + 1, dtype=np.float64)
+    alpha = alpha0 / t ** power
+    release = Releases("w_t + Lap(mu_t)", "laplace", 2.0 * alpha * math.sqrt(dim) * L / t,
+                       noise_scale * t ** (-power))
+    return [(np.arange(n_agents), Mechanism(
+        (release,), "record", T, f"{name}: Delta_t = 2 alpha_t sqrt(n) L / t (all-data gradient)",
+        ("ignores how a sample's influence propagates through the state, as the original "
+         "proof does",)))]

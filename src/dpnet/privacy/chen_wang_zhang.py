@@ -16,7 +16,14 @@ C_{i0 j}|`` (row sums of agent i0)::
 and the network-level guarantee is the maximum over i0. ``C1`` is an l1 bound on the change of
 one sampled gradient: Appendix F uses ``||g - g'||_1 <= C`` although Definition 3 bounds the l2
 norm, so ``norm="l2"`` (default, rigorous) uses ``C1 = sqrt(d) C`` and ``norm="l1"`` reads C as
-an l1 bound (the paper's literal computation).
+an l1 bound (the paper's literal computation). Through the privacy API the norm is the assumption
+given (:func:`definition3`): ``gradient_bound`` (C bounds the l2 norm) or ``l1_gradient_bound``
+(C bounds the l1 norm), exactly one of them.
+
+The bound is basic composition of Laplace releases (agent i0's two messages at every k, with l1
+sensitivities ``Dx[k]``, ``Dy[k]`` and scales ``sigma^zeta_k``, ``sigma^eta_k``):
+:func:`mechanism` describes them, so the generic accountants (``laplace`` = Lemma 5 exactly,
+``rdp``, ``pld``) apply.
 
 Which form the bound applies to: Appendix F analyses the per-agent rules (4)/(6), where agent
 i0 mixes its own *clean* state, hence the contraction factors a, b above (``form="per-agent"``).
@@ -45,6 +52,25 @@ from .guarantee import PrivacyGuarantee
 FORMS = ("compact", "per-agent")
 NORMS = ("l2", "l1")
 THEOREM = "Chen, Wang & Zhang (paper 003), Lemma 4 (Appendix F recursions) and Lemma 5"
+#: the assumption that carries paper 003's C, by the norm C bounds
+BOUND_OF_NORM = {"l2": "gradient_bound", "l1": "l1_gradient_bound"}
+
+
+def definition3(assumptions, who: str = "Lemma 4 of Chen, Wang & Zhang") -> tuple[float, str]:
+    """``(C, norm)`` of Definition 3 from the assumptions: ``gradient_bound`` is C bounding the
+    l2 norm of one sampled gradient's change, ``l1_gradient_bound`` C bounding its l1 norm;
+    exactly one of them must be given (both or neither is an error naming them)."""
+    l2, l1 = assumptions.gradient_bound, assumptions.l1_gradient_bound
+    if l2 is not None and l1 is not None:
+        raise ParameterError("gradient_bound, l1_gradient_bound", (l2, l1),
+                             f"{who} reads C from exactly one of gradient_bound (C bounds the l2 "
+                             "norm) and l1_gradient_bound (C bounds the l1 norm), not both")
+    if l2 is None and l1 is None:
+        raise ParameterError("gradient_bound | l1_gradient_bound", None,
+                             f"{who} needs C >= ||g_i0(x, xi) - g_i0(x, xi')|| (Definition 3): "
+                             "give gradient_bound (C bounds the l2 norm) or l1_gradient_bound "
+                             "(C bounds the l1 norm)")
+    return (float(l2), "l2") if l2 is not None else (float(l1), "l1")
 
 
 # ---- Lemma 4 ----------------------------------------------------------------------------------
@@ -153,10 +179,7 @@ def cumulative_epsilon(graph, alpha: float, beta: float, gamma: float, m: int, C
     :func:`sensitivities`); None follows the paper."""
     n = graph.n
     C1 = l1_constant(C, d, norm)
-    sz = np.stack([np.broadcast_to(np.asarray(sigma_zeta(k), dtype=np.float64), (n,))
-                   for k in range(K + 1)])
-    se = np.stack([np.broadcast_to(np.asarray(sigma_eta(k), dtype=np.float64), (n,))
-                   for k in range(K + 1)])
+    sz, se = _scales(sigma_zeta, K, n), _scales(sigma_eta, K, n)
     out = np.zeros((K + 1, n))
     for i0 in range(n):
         a, b = contraction_factors(graph, alpha, beta, i0, form)
@@ -166,13 +189,54 @@ def cumulative_epsilon(graph, alpha: float, beta: float, gamma: float, m: int, C
     return out
 
 
+def _scales(sigma: Callable[[int], np.ndarray], K: int, n: int) -> np.ndarray:
+    """``(K+1, n)``: per-agent noise scales at k = 0..K."""
+    return np.stack([np.broadcast_to(np.asarray(sigma(k), dtype=np.float64), (n,))
+                     for k in range(K + 1)])
+
+
+def mechanism(graph, alpha: float, beta: float, gamma: float, m: int, C: float, d: int,
+              sigma_zeta: Callable[[int], np.ndarray], sigma_eta: Callable[[int], np.ndarray],
+              K: int, form: str = "compact", norm: str = "l2",
+              smoothness: float | None = None) -> list:
+    """Lemma 5's releases as ``(agents, Mechanism)`` groups: for protected agent i0, the messages
+    ``x_k + zeta_k`` and ``y_k + eta_k`` at k = 0..K, Laplace, with the l1 sensitivities
+    ``Dx[k]``, ``Dy[k]`` of :func:`sensitivities` (same arguments as :func:`cumulative_epsilon`).
+    Their basic composition is Lemma 5's sum. Agents sharing their contraction factors and
+    noise scales share a description."""
+    from .mechanism import Mechanism, Releases
+
+    n = graph.n
+    C1 = l1_constant(C, d, norm)
+    L1 = None if smoothness is None else l1_constant(smoothness, d, norm)
+    sz, se = _scales(sigma_zeta, K, n), _scales(sigma_eta, K, n)
+    ab = np.array([contraction_factors(graph, alpha, beta, i0, form) for i0 in range(n)]).T
+    rows, inverse = np.unique(np.vstack([ab, sz, se]), axis=1, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    source = (f"paper 003, Appendix F recursions, form={form!r}, C = {C:g} bounding the {norm} "
+              f"norm (l1 constant {C1:.6g}), m = {m}, d = {d}"
+              + ("" if smoothness is None else f", smoothness term L = {smoothness:g}"))
+    groups = []
+    for g in range(rows.shape[1]):
+        a, b = rows[0, g], rows[1, g]
+        Dx, Dy = sensitivities(float(a), float(b), gamma, C1, m, K, L1)
+        groups.append((np.flatnonzero(inverse == g), Mechanism(
+            (Releases("x", "laplace", Dx, rows[2:K + 3, g]),
+             Releases("y", "laplace", Dy, rows[K + 3:, g])),
+            adjacency="record (Definition 3: one sample of agent i0 replaced)", horizon=K + 1,
+            source=source)))
+    return groups
+
+
 def guarantee(graph, alpha: float, beta: float, gamma: float, m: int, C: float | None, d: int,
               sigma_zeta, sigma_eta, K: int, form: str = "compact", norm: str = "l2",
               smoothness: float | None = None) -> PrivacyGuarantee:
     """Lemma 5's epsilon for observations k = 0..K, per protected agent and its maximum."""
     if C is None:
-        raise ParameterError("C", None, "Lemma 4 of Chen, Wang & Zhang needs C >= ||g_i0(x, xi) "
-                             "- g_i0(x, xi')|| (Definition 3); pass privacy={'C': ...}")
+        raise ParameterError("gradient_bound | l1_gradient_bound", None,
+                             "Lemma 4 of Chen, Wang & Zhang needs C >= ||g_i0(x, xi) - g_i0(x, "
+                             "xi')|| (Definition 3): give gradient_bound (C bounds the l2 norm) "
+                             "or l1_gradient_bound (C bounds the l1 norm)")
     per = cumulative_epsilon(graph, alpha, beta, gamma, m, C, d, sigma_zeta, sigma_eta, K,
                              form, norm, smoothness)[-1]
     assumptions = [f"Definition 3 adjacency with C = {C:g} bounding the {norm} norm of one "

@@ -9,7 +9,9 @@ indices ``U in {0..k-1}`` with unbiased stochastic rounding (step ``s = 2X/(k-1)
 * Sensitivity of the integer vector U under paper 003's adjacency (``||Delta g||_2 <= C/m`` for an
   m-sample average), coupling the rounding draws of the two runs: every coordinate moves by at
   most ``C/(m s) + 1`` levels, so ``Delta_inf = C/(m s) + 1``, ``Delta_2 = C/(m s) + sqrt(d)``,
-  ``Delta_1 = sqrt(d) C/(m s) + d`` [DERIVED].
+  ``Delta_1 = sqrt(d) C/(m s) + d`` [DERIVED]. When C bounds the l1 norm instead (``norm="l1"``,
+  the assumption ``l1_gradient_bound``), ``Delta_1 = C/(m s) + d`` and the other two are as above
+  (both norms dominate the l_inf and l2 ones).
 * One iteration: the binomial mechanism bound of Agarwal, Suresh, Yu, Kumar & McMahan (2018,
   cpSGD, Theorem 1) with scale 1 (integer units), valid when ``N p (1-p) >= max(23 log(10 d /
   delta), 2 Delta_inf)`` (otherwise no guarantee: ``inf``) [EXTERNAL, recalled, not checked
@@ -39,13 +41,16 @@ def binomial_constants(p: float) -> tuple[float, float, float]:
     return b, c, d
 
 
-def sensitivities(C: float, m: int, s: float, d: int) -> tuple[float, float, float]:
-    """``(Delta_inf, Delta_1, Delta_2)`` of the level indices (see the module docstring)."""
+def sensitivities(C: float, m: int, s: float, d: int,
+                  norm: str = "l2") -> tuple[float, float, float]:
+    """``(Delta_inf, Delta_1, Delta_2)`` of the level indices (see the module docstring); C
+    bounds the ``norm`` ("l2" or "l1") of one sampled gradient's change."""
     positive("C", C)
     positive("s", s)
+    require(norm in ("l2", "l1"), "norm", norm, "'l2' or 'l1' (the norm C bounds)")
     m, d = positive_int("m", m), positive_int("d", d)
     r = C / (m * s)
-    return r + 1.0, math.sqrt(d) * r + d, r + math.sqrt(d)
+    return r + 1.0, (math.sqrt(d) * r if norm == "l2" else r) + d, r + math.sqrt(d)
 
 
 def binomial_epsilon(delta: float, N: int, p: float, d: int, D_inf: float, D1: float,
