@@ -333,8 +333,8 @@ _SUBCOMMAND_HOOKS: list = []
 
 
 def _audit_subcommand(sub) -> None:
-    """``dpnet audit NAME ... | --attack ...``: see :mod:`dpnet.privacy.audit`."""
-    from .privacy.audit import add_subcommand
+    """``dpnet audit NAME ... | --attack ...``: see :mod:`dpnet.audit`."""
+    from .audit.engine import add_subcommand
 
     add_subcommand(sub)
 

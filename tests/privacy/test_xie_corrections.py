@@ -5,8 +5,9 @@ import math
 import pytest
 
 import dpnet
+from dpnet.audit import engine as audit
 from dpnet.errors import ParameterError
-from dpnet.privacy import audit, xie
+from dpnet.privacy import xie
 from dpnet.problems import ProblemConstants
 
 

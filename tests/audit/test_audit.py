@@ -8,9 +8,9 @@ import pytest
 import torch
 
 import dpnet
+from dpnet.audit import engine as A
 from dpnet.compression import RandK
 from dpnet.noise import Laplace
-from dpnet.privacy import audit as A
 from dpnet.rng import Streams
 
 # -- batch machinery -----------------------------------------------------------------------------

@@ -1,8 +1,8 @@
-"""The registry of audit targets: one :class:`~dpnet.privacy.audit.AuditTarget` per claim.
+"""The registry of audit targets: one :class:`~dpnet.audit.AuditTarget` per claim.
 
 Every entry fixes a small configuration where the claim is meaningful (epsilon of order 1): n = 3
 agents on the complete graph with Metropolis weights (``W = 11^T/3``), d = 1 or 2, a horizon of 1
-to 3 rounds, noise scales of order 1-10. The adjacent inputs are :func:`~dpnet.privacy.audit.
+to 3 rounds, noise scales of order 1-10. The adjacent inputs are :func:`~dpnet.audit.
 linear_pair` problems: agent 0's gradient is ``+M u`` in A and ``-M u`` in B, constant in x, which
 attains the gradient bound M (Assumption 7 of paper 000) and the adjacency radius
 ``delta = 2M`` (Assumption 6 of paper 000, Definition 1 of paper 004) exactly.
@@ -30,7 +30,7 @@ from ..errors import require
 from ..noise import Laplace
 from ..problems.base import Problem
 from ..problems.stochastic import sample_indices
-from .audit import AuditTarget, Features, innovations, linear_pair, register_target
+from .engine import AuditTarget, Features, innovations, linear_pair, register_target
 
 N, AGENT = 3, 0
 

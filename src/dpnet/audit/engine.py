@@ -55,10 +55,10 @@ from ..errors import NonFiniteError, ParameterError, UnknownNameError, positive_
 from ..graphs import Graph
 from ..network import BitLedger, Network
 from ..noise import Noise
+from ..privacy.guarantee import PrivacyGuarantee
 from ..problems.base import Problem
 from ..rng import _GOLDEN, Streams, _mix, purpose_key
 from ..threads import torch_threads
-from .guarantee import PrivacyGuarantee
 
 Features = Callable[[dict[str, np.ndarray]], np.ndarray]
 
@@ -877,6 +877,6 @@ def cmd_audit(args) -> int:
     return 0
 
 
-# ---- registry entries live in audit_targets.py --------------------------------------------------
+# ---- registry entries live in targets.py --------------------------------------------------
 
-from . import audit_targets  # noqa: E402,F401,I001  (registers the built-in entries)
+from . import targets  # noqa: E402,F401,I001  (registers the built-in entries)
