@@ -5,8 +5,8 @@ mechanism descriptions against the theorems they decompose."""
 
 import math
 
-import numpy as np
 import pytest
+from _accountant_contract import AccountantContract  # noqa: E402  (tests/privacy on sys.path)
 
 from dpnet import graphs, problems
 from dpnet.algorithms import (
@@ -20,7 +20,6 @@ from dpnet.algorithms.kang_wddp import server_graph
 from dpnet.errors import ParameterError, UnknownNameError
 from dpnet.noise import Laplace
 from dpnet.privacy import accountants, kang
-from dpnet.privacy.assumptions import ASSUMPTIONS
 
 N, D = 5, 4
 PROBLEM = problems.ProblemConstants(N, D, 1.0)
@@ -63,46 +62,18 @@ NOISE = {"yan": 5.0}                        # the default noise parameter of eac
 C = {"gradient_bound": 1.0}
 
 
-class Paper003Contract:
-    algorithm = "directed"
-    accountant = "chen_wang_zhang"
-    K = 12
-    n_targets = 6
-    exact_calibration = True                 # False: an integer noise parameter (yan's trials)
+class Paper003Contract(AccountantContract):
+    """The shared contract, plus paper 003's C: exactly one of the two gradient bounds."""
+
+    setups = {name: (lambda f, name=name: MAKERS[name](NOISE.get(name, 1.0) * f), PROBLEM,
+                     GRAPHS[name], C) for name in MAKERS}
+    seed = 3
     l1_constant = True                       # the bound reads C only through sqrt(d) C (l2)
 
-    def make(self, factor=1.0):
-        return MAKERS[self.algorithm](NOISE.get(self.algorithm, 1.0) * factor)
-
-    @property
-    def graph(self):
-        return GRAPHS[self.algorithm]
-
-    def guarantee(self, alg, K=None, **kw):
-        constants = {**C, **kw} if not ({"gradient_bound", "l1_gradient_bound"} & set(kw)) else kw
-        return alg.privacy(PROBLEM, self.graph, self.K if K is None else K,
-                           accountant=self.accountant, **constants)
-
-    def eps(self, alg, K=None, **kw):
-        return self.guarantee(alg, K, **kw).epsilon
-
-    def test_positive_and_monotone(self):
-        e = self.eps(self.make())
-        assert 0 < e < math.inf
-        assert self.eps(self.make(2.0)) < e              # more noise, less epsilon
-        assert self.eps(self.make(), K=self.K + 5) > e   # longer horizon, more epsilon
-
-    def test_misspelled_constant_is_named_and_the_known_ones_listed(self):
-        alg = self.make()
-        with pytest.raises(UnknownNameError) as err:
-            self.guarantee(alg, gradient_bnd=1.0)
-        assert "gradient_bnd" in str(err.value)
-        assert all(name in str(err.value) for name in ASSUMPTIONS)
-        options = accountants.available(alg)[self.accountant].options
-        assert all(name in str(err.value) for name in options)
-        for old in ({"C": 1.0}, {"norm": "l1"}):          # the old spellings are refused too
+    def test_the_old_spellings_of_c_are_refused(self):
+        for old in ({"C": 1.0}, {"norm": "l1"}):
             with pytest.raises(UnknownNameError, match=f"'{next(iter(old))}'"):
-                self.guarantee(alg, **C, **old)
+                self.call(self.make(), "privacy", **old)
 
     def test_exactly_one_of_the_two_gradient_bounds(self):
         alg = self.make()
@@ -119,59 +90,48 @@ class Paper003Contract:
         if self.l1_constant:    # the bound uses the l1 constant sqrt(d) C of an l2 bound C
             assert self.eps(alg, l1_gradient_bound=math.sqrt(D)) == pytest.approx(l2, rel=1e-12)
 
-    def test_calibration_never_overshoots(self):
-        targets = np.exp(np.random.default_rng(3).uniform(np.log(0.5), np.log(200.0),
-                                                          self.n_targets))
-        for target in targets:
-            tuned = self.make().calibrate(target, PROBLEM, self.graph, self.K,
-                                          accountant=self.accountant, **C)
-            e = self.eps(tuned)
-            assert e <= target
-            if self.exact_calibration:
-                assert e == pytest.approx(target, rel=1e-6)
-
 
 class TestDirectedDPGTTheorem(Paper003Contract):
-    algorithm, accountant = "directed", "chen_wang_zhang"
+    setup, accountant = "directed", "chen_wang_zhang"
 
 
 class TestDirectedDPGTPerAgentTheorem(Paper003Contract):
-    algorithm, accountant = "directed-per-agent", "chen_wang_zhang"
+    setup, accountant = "directed-per-agent", "chen_wang_zhang"
 
 
 class TestDirectedDPGTLaplace(Paper003Contract):
-    algorithm, accountant = "directed", "laplace"
+    setup, accountant = "directed", "laplace"
 
 
 class TestDirectedDPGTRdp(Paper003Contract):
-    algorithm, accountant = "directed-per-agent", "rdp"
+    setup, accountant = "directed-per-agent", "rdp"
     K, n_targets = 6, 2
 
 
 class TestDirectedDPGTPld(Paper003Contract):
-    algorithm, accountant = "directed", "pld"
+    setup, accountant = "directed", "pld"
     K, n_targets = 3, 1          # PLD composition is slow: a short horizon, one target
 
 
 class TestCWZQuantizedTheorem(Paper003Contract):
-    algorithm, accountant = "quantized", "chen_wang_zhang"
+    setup, accountant = "quantized", "chen_wang_zhang"
 
 
 class TestCWZQuantizedLaplace(Paper003Contract):
-    algorithm, accountant = "quantized", "laplace"
+    setup, accountant = "quantized", "laplace"
 
 
 class TestCWZQuantizedPld(Paper003Contract):
-    algorithm, accountant = "quantized", "pld"
+    setup, accountant = "quantized", "pld"
     K, n_targets = 4, 1
 
 
 class TestWangBasarTheorem(Paper003Contract):
-    algorithm, accountant = "ternary", "wang_basar"
+    setup, accountant = "ternary", "wang_basar"
 
 
 class TestYanTheorem(Paper003Contract):
-    algorithm, accountant = "yan", "yan"
+    setup, accountant = "yan", "yan"
     exact_calibration = l1_constant = False
 
     def test_calibration_is_the_fewest_trials(self):
@@ -184,12 +144,12 @@ class TestYanTheorem(Paper003Contract):
 
 
 class TestKangTheorem(Paper003Contract):
-    algorithm, accountant = "kang", "kang"
+    setup, accountant = "kang", "kang"
     l1_constant, n_targets = False, 2        # subsampled RDP: a second per evaluation
 
 
 class TestKangRdp(Paper003Contract):
-    algorithm, accountant = "kang", "rdp"
+    setup, accountant = "kang", "rdp"
     l1_constant = False
 
 

@@ -5,9 +5,8 @@ monotone in noise and horizon, misspelled constants refused with the known names
 calibration that never overshoots), and the generic accountants over ``mechanism()`` never report
 more than the theorems they decompose.
 
-The contract is restated here rather than inherited: ``AccountantContract`` reads its problem,
-graph and constants from module globals of ``test_privacy_api`` (a 6-agent ring without records
-or Laplacian-like weights), which these algorithms cannot use."""
+The contract is ``tests/privacy/_accountant_contract.py``'s, over these algorithms' own problems
+(with records for paper 001) and graphs (Laplacian-like weights for paper 002)."""
 
 from __future__ import annotations
 
@@ -15,12 +14,13 @@ import math
 
 import numpy as np
 import pytest
+from _accountant_contract import AccountantContract  # noqa: E402  (tests/privacy on sys.path)
 
 from dpnet import graphs
 from dpnet.algorithms import DMOD, DOADP, DOLA, DPDDA, DPDO, LDOL, LDPOnline
 from dpnet.errors import ParameterError, UnknownNameError
 from dpnet.privacy import accountants
-from dpnet.privacy.assumptions import ASSUMPTIONS, Assumptions
+from dpnet.privacy.assumptions import Assumptions
 from dpnet.problems.base import ProblemConstants
 
 N, D, Q = 6, 4, 10
@@ -65,50 +65,12 @@ SETUPS = {
 }
 
 
-class PaperContract:
-    """``AccountantContract`` of test_privacy_api.py over a per-algorithm problem and graph."""
+class PaperContract(AccountantContract):
+    """The shared contract over these algorithms' problems and graphs (noise level 5 x factor)."""
 
-    setup = "dpdo"
-    accountant = "huang"
-    K = 12
-    targets = (0.5, 200.0)          # the range of random calibration targets
-    n_targets = 6
-    horizon_grows = True            # False: an account that does not depend on the horizon
-
-    def make(self, s=5.0):
-        return SETUPS[self.setup][0](s)
-
-    def call(self, alg, method, *args, K=None, **kw):
-        _, problem, graph, constants = SETUPS[self.setup]
-        return getattr(alg, method)(*args, problem, graph, self.K if K is None else K,
-                                    accountant=self.accountant, **constants, **kw)
-
-    def eps(self, alg, K=None, **kw):
-        return self.call(alg, "privacy", K=K, **kw).epsilon
-
-    def test_positive_and_monotone(self):
-        e = self.eps(self.make())
-        assert 0 < e < math.inf
-        assert self.eps(self.make(10.0)) < e            # more noise, less epsilon
-        longer = self.eps(self.make(), K=self.K + 5)
-        assert longer > e if self.horizon_grows else longer == e
-
-    def test_misspelled_constant_is_named_and_the_known_ones_listed(self):
-        with pytest.raises(UnknownNameError) as err:
-            self.call(self.make(), "privacy", gradient_bnd=1.0)
-        assert "gradient_bnd" in str(err.value)
-        assert all(name in str(err.value) for name in ASSUMPTIONS)
-
-    def test_calibration_never_overshoots(self):
-        lo, hi = self.targets
-        targets = np.exp(np.random.default_rng(11).uniform(np.log(lo), np.log(hi),
-                                                           self.n_targets))
-        for target in targets:
-            tuned = self.call(self.make(), "calibrate", target)
-            assert type(tuned) is type(self.make())
-            e = self.eps(tuned)
-            assert e <= target
-            assert e == pytest.approx(target, rel=1e-6)
+    setups = {name: (lambda f, make=make: make(5.0 * f), problem, graph, constants)
+              for name, (make, problem, graph, constants) in SETUPS.items()}
+    seed = 11
 
 
 # ---- paper 001: DO-ADP, DP-DDA, DPDO --------------------------------------------------------------
