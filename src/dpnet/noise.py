@@ -194,35 +194,35 @@ def _fmt(arr: np.ndarray) -> str:
     return repr(float(arr[0])) if arr.size == 1 else repr(arr.tolist())
 
 
-class Laplace(Noise):
+class _StreamDraws:
+    """Unit draws from the stream method named ``kind`` (``rng.laplace`` / ``rng.gaussian`` and
+    their ``*_tensor`` twins on a device)."""
+
+    kind: str
+
+    def _standard(self, rng, purpose, k, agents, dim, scale=None):
+        draw = getattr(rng, self.kind)
+        if scale is None:
+            return draw(purpose, k, agents, dim)   # duck-typed streams may not take ``scale``
+        return draw(purpose, k, agents, dim, scale=scale)
+
+    def _standard_tensor(self, rng, purpose, k, agents, dim, device):
+        return getattr(rng, f"{self.kind}_tensor")(purpose, k, agents, dim, device=device)
+
+
+class Laplace(_StreamDraws, Noise):
     """i.i.d. ``Lap(b_k)`` coordinates, ``b_k`` the scheduled scale."""
 
     kind = "laplace"
-
-    def _standard(self, rng, purpose, k, agents, dim, scale=None):
-        if scale is None:
-            return rng.laplace(purpose, k, agents, dim)
-        return rng.laplace(purpose, k, agents, dim, scale=scale)
-
-    def _standard_tensor(self, rng, purpose, k, agents, dim, device):
-        return rng.laplace_tensor(purpose, k, agents, dim, device=device)
 
     def variance_at(self, k: int, n: int) -> np.ndarray:
         return 2.0 * self.scale_at(k, n) ** 2
 
 
-class Gaussian(Noise):
+class Gaussian(_StreamDraws, Noise):
     """i.i.d. ``N(0, s_k^2)`` coordinates, ``s_k`` the scheduled standard deviation."""
 
     kind = "gaussian"
-
-    def _standard(self, rng, purpose, k, agents, dim, scale=None):
-        if scale is None:
-            return rng.gaussian(purpose, k, agents, dim)
-        return rng.gaussian(purpose, k, agents, dim, scale=scale)
-
-    def _standard_tensor(self, rng, purpose, k, agents, dim, device):
-        return rng.gaussian_tensor(purpose, k, agents, dim, device=device)
 
     def variance_at(self, k: int, n: int) -> np.ndarray:
         return self.scale_at(k, n) ** 2
