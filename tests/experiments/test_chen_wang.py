@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+from _verdicts import check_verdicts  # noqa: E402  (tests/experiments on sys.path)
 
 from dpnet import data
 from dpnet.experiments import chen_wang, get
@@ -26,7 +27,7 @@ def test_cw_fig1_quick(tiny_mushrooms, tmp_path):
     labels = {r["algorithm"] for r in rep.rows}
     assert {"Algorithm 1", "DSGD (no noise)", "LDOL (17)", "DOLA", "DMOD", "PDOP"} <= labels
     assert len(rep.claims) >= 7
-    assert all(c.passed in (True, False, None) and c.measured for c in rep.claims)
+    check_verdicts("cw-fig1", rep.claims)
     # the baselines' own budgets equal the largest among Algorithm 1's agents
     budgets = {r["method"]: r for r in rep.tables[1][1]}
     target = max(r["eps_i"] for r in rep.tables[0][1])

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+from _verdicts import check_verdicts  # noqa: E402  (tests/experiments on sys.path)
 
 from dpnet import data
 from dpnet.experiments import chen_wang_zhang as cwz
@@ -28,7 +29,7 @@ def _check_common(rep, tmp_path, name, datasets=("mnist", "cifar10")):
         assert (tmp_path / f"{name}.{ext}").is_file()
     assert {r["dataset"] for r in rep.rows} == set(datasets)
     assert all(0.0 <= r["test_accuracy"] <= 1.0 for r in rep.rows)
-    assert all(c.passed in (True, False, None) and c.measured for c in rep.claims)
+    check_verdicts(name, rep.claims)
     text = (tmp_path / f"{name}.md").read_text()
     assert "REDUCED" in text and "cwz_fig1" in text
 

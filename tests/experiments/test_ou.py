@@ -6,6 +6,7 @@ import json
 import math
 
 import pytest
+from _verdicts import check_verdicts  # noqa: E402  (tests/experiments on sys.path)
 
 from dpnet import experiments
 from dpnet.experiments import ou as exp
@@ -20,8 +21,7 @@ def test_quick_variant_writes_a_report_with_evaluated_claims(name, tmp_path):
     for ext in ("md", "png", "csv", "json"):
         assert (tmp_path / f"{name}.{ext}").stat().st_size > 0
     assert report.claims
-    for claim in report.claims:
-        assert claim.passed in (True, False, None) and claim.measured
+    check_verdicts(name, report.claims)
     assert any(c.passed is not None for c in report.claims)
     text = (tmp_path / f"{name}.md").read_text()
     assert "## Claims" in text and "## Choices where the paper is silent" in text

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from _verdicts import check_verdicts  # noqa: E402  (tests/experiments on sys.path)
 
 from dpnet import experiments
 from dpnet.experiments import xie
@@ -19,8 +20,7 @@ def test_quick_variant_writes_a_report_with_evaluated_claims(name, tmp_path):
     for ext in ("md", "png", "csv", "json"):
         assert (tmp_path / f"{name}.{ext}").stat().st_size > 0
     assert report.claims, "every figure checks at least one claim"
-    for claim in report.claims:
-        assert claim.passed in (True, False, None) and claim.measured
+    check_verdicts(name, report.claims)
     text = (tmp_path / f"{name}.md").read_text()
     assert "## Claims" in text and "## Choices where the paper is silent" in text
     assert "prism" in text and "32-bit floats" in text
