@@ -76,3 +76,10 @@ def test_config_device_and_unknown_top_level_key(tmp_path):
     with pytest.raises(UnknownNameError, match="itertions") as err:
         cli.run_config({**cfg, "itertions": 5}, tmp_path / "b", quiet=True)
     assert "iterations" in str(err.value) and "device" in str(err.value)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error of a machine without CUDA")
+def test_a_device_this_machine_lacks_is_a_clear_error():
+    with pytest.raises(ParameterError) as err:
+        dpnet.run(_algorithms()[0], PROBLEM, GRAPH, 2, device="cuda")
+    assert err.value.name == "device" and "available" in str(err.value)

@@ -42,7 +42,7 @@ from .errors import NonFiniteError, ParameterError, positive_int
 from .graphs import Graph
 from .network import BitLedger, Network, Transcript
 from .privacy.guarantee import PrivacyGuarantee
-from .problems.base import Problem, ranges_text
+from .problems.base import Problem, canonical_device, ranges_text
 from .rng import Streams
 
 
@@ -252,9 +252,7 @@ def run(algorithm: Algorithm, problem: Problem, graph: Graph, iterations: int,
     log_every = log_cadence(log_every, K)
     if device is None:
         device = network.device if network is not None else torch.device("cpu")
-    device = torch.device(device)
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
+    device = canonical_device(device)
     if network is not None and network.device != device:
         raise ParameterError("device", str(device), f"the network's device ({network.device})")
     if problem.n_agents != graph.n:
