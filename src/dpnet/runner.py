@@ -236,9 +236,10 @@ def run(algorithm: Algorithm, problem: Problem, graph: Graph, iterations: int,
     """Run ``algorithm`` for ``iterations`` steps on ``problem`` over ``graph``.
 
     ``x0``: ``(n, d)`` or ``(d,)`` (default: the problem's ``U[0,1]^d`` start from ``seed``).
-    ``record=True`` keeps the transcript and per-agent-per-iteration bits. ``privacy``: constants
-    for the accountant (``gradient_bound``, ``adjacency``, ``variant``...). ``reference="auto"``
-    uses the problem's optimum for the distance metric when it knows one.
+    ``record=True`` keeps the transcript and per-agent-per-iteration bits. ``privacy``: what
+    ``algorithm.privacy`` takes (assumptions such as ``gradient_bound``, ``adjacency_radius``,
+    ``delta``; an ``accountant`` name and its options; unknown names are errors).
+    ``reference="auto"`` uses the problem's optimum for the distance metric when it knows one.
     ``checkpoint_every=m`` hands ``checkpoint`` a snapshot dict every m iterations;
     ``resume=snapshot`` continues from one and reproduces the uninterrupted run exactly (draws are
     keyed by iteration, so the state, history, ledger and transcript are all there is to save).
