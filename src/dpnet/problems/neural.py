@@ -36,6 +36,9 @@ from .stochastic import Clip, as_clip, sample_indices
 
 Transform = Callable[[torch.Tensor], torch.Tensor]
 
+#: agents per vmap chunk on the CPU (see NeuralProblem._bind)
+CPU_AGENT_CHUNK = 5
+
 
 def _identity_float(x: torch.Tensor) -> torch.Tensor:
     return x.to(torch.float32)
@@ -120,10 +123,16 @@ class NeuralProblem(Problem):
 
     def _bind(self) -> None:
         """The vmap'd gradient and logit functions. They close over this object's module, so a
-        moved copy (:meth:`to`) binds its own."""
-        self._batch_grad = vmap(grad(self._loss_batch), in_dims=(0, 0, 0))
+        moved copy (:meth:`to`) binds its own.
+
+        On the CPU the gradients are vmap'd over chunks of :data:`CPU_AGENT_CHUNK` agents: one
+        call over 100 agents batches their convolutions into activations far larger than the
+        caches and ran 1.6x slower than a loop over module copies (MNIST CNN, batch 32, one
+        thread: 816 ms; chunks of 5: 503 ms, the loop 502 ms). A GPU takes all agents at once."""
+        chunk = CPU_AGENT_CHUNK if self.device.type == "cpu" else None
+        self._batch_grad = vmap(grad(self._loss_batch), in_dims=(0, 0, 0), chunk_size=chunk)
         self._sample_grad = vmap(vmap(grad(self._loss_one), in_dims=(None, 0, 0)),
-                                 in_dims=(0, 0, 0))
+                                 in_dims=(0, 0, 0), chunk_size=chunk)
         self._agent_logits = vmap(self._logits, in_dims=(0, 0))
         self._shared_logits = vmap(self._logits, in_dims=(0, None))
 
