@@ -139,7 +139,8 @@ class LogisticRegression(Problem):
         loss = (float(torch.nn.functional.softplus(-z).mean(dim=1).sum())
                 + self.n_agents * ridge) * scale
         s = torch.sigmoid(-z).mul_(-1.0 / self.m)
-        g = torch.einsum("nm,nmd->d", s, self.BA) + self.n_agents * self.reg * x
+        # one matvec over all records (einsum "nm,nmd->d" took 8x longer at 8e6 records)
+        g = s.reshape(-1) @ self.BA.reshape(-1, self.dim) + self.n_agents * self.reg * x
         return loss, g * scale
 
     def local_loss(self, X, agents=None):

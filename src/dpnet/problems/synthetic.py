@@ -83,7 +83,7 @@ class NonconvexLogistic(Problem):
         data = float(torch.nn.functional.softplus(-z).mean(dim=1).sum())
         loss = (data + self.n_agents * float((self.lam * ax2 / (1.0 + ax2)).sum())) * self._scale()
         s = torch.sigmoid(-z).mul_(-1.0 / self.m)
-        g = torch.einsum("nm,nmd->d", s, self.UV)
+        g = s.reshape(-1) @ self.UV.reshape(-1, self.dim)   # one matvec (einsum: 8x longer)
         g += self.n_agents * 2.0 * self.lam * self.alpha * x / (1.0 + ax2) ** 2
         return loss, g * self._scale()
 
