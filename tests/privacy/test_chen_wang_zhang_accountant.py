@@ -179,3 +179,18 @@ def test_smoothness_term_lemma4_omits():
     drift = alg.privacy(problem, g, iterations=50, gradient_bound=1.0, smoothness=0.5)
     assert drift.epsilon > plain.epsilon
     assert any("omits" in n for n in plain.notes)
+
+
+def test_every_agent_at_once_equals_agent_by_agent():
+    g = graphs.random_digraph(9, 0.3, seed=4)
+    a, b = cwz.all_contraction_factors(g, 0.1, 0.01, "per-agent")
+    for i0 in range(g.n):
+        assert (a[i0], b[i0]) == cwz.contraction_factors(g, 0.1, 0.01, i0, "per-agent")
+    sigma = np.linspace(1.0, 2.0, g.n)                    # distinct per agent: 9 groups
+    eps = cwz.cumulative_epsilon(g, 0.1, 0.01, 0.05, 20, 1.0, 4, lambda k: sigma,
+                                 lambda k: 2 * sigma, 6, form="per-agent")
+    for i0 in range(g.n):
+        Dx, Dy = cwz.sensitivities(a[i0], b[i0], 0.05, 2.0, 20, 6, None)
+        by_hand = np.cumsum(cwz.epsilon_terms(Dx, Dy, np.full(7, sigma[i0]),
+                                              np.full(7, 2 * sigma[i0])))
+        np.testing.assert_allclose(eps[:, i0], by_hand, rtol=1e-14)

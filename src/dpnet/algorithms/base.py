@@ -10,7 +10,11 @@ construction) with two methods over stacked state:
 
 Private algorithms set ``default_accountant`` and register their theorems as named accountants
 (:mod:`dpnet.privacy.accountants`); ``privacy()`` and ``calibrate()`` live here, once, and
-``mechanism()`` (what the algorithm releases) lets the generic accountants serve it too.
+an algorithm that also defines ``mechanism(problem, graph, iterations, assumptions)`` -> a list
+of ``(agents, dpnet.privacy.mechanism.Mechanism)`` groups (what one protected agent's data
+influences, agents sharing their noise parameters grouped) is served by the generic accountants
+too (``laplace``, ``rdp``, ``pld``). Algorithms whose mechanism is not a Laplace/Gaussian release
+(the quantizer baselines) do not define it, and those accountants are not offered for them.
 """
 
 from __future__ import annotations
@@ -32,7 +36,6 @@ from ..privacy import accountants
 from ..privacy.assumptions import Assumptions
 from ..privacy.calibration import calibrate
 from ..privacy.guarantee import PrivacyGuarantee
-from ..privacy.mechanism import Mechanism
 from ..problems.base import Problem
 from ..rng import Streams
 
@@ -111,13 +114,6 @@ class Algorithm(ABC):
         other name is an error listing the known ones."""
         return accountants.account(self, problem, graph, iterations, assumptions, accountant,
                                    **constants)
-
-    def mechanism(self, problem: Problem, graph: Graph, iterations: int,
-                  assumptions: Assumptions) -> list[tuple[np.ndarray, Mechanism]]:
-        """What the algorithm releases over ``iterations`` steps, as ``(agents, mechanism)``
-        groups (agents sharing their noise parameters share a description). Algorithms that
-        describe it get the generic accountants (``laplace``, ``rdp``, ``pld``)."""
-        raise NotImplementedError(f"{self.name} does not describe its releases")
 
     def calibrate(self, epsilon: float, problem: Problem, graph: Graph,
                   iterations: int | None = None, over: str | tuple[str, ...] | None = None,

@@ -75,8 +75,8 @@ def register_generic(name: str, description: str) -> Callable:
 
 
 def describes_mechanism(algorithm) -> bool:
-    from_base = getattr(type(algorithm).mechanism, "__qualname__", "").startswith("Algorithm.")
-    return not from_base
+    """Whether the algorithm defines ``mechanism()`` (see :mod:`dpnet.algorithms.base`)."""
+    return callable(getattr(algorithm, "mechanism", None))
 
 
 def available(algorithm) -> dict[str, Accountant]:

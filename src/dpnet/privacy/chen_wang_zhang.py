@@ -153,11 +153,18 @@ def contraction_factors(graph, alpha: float, beta: float, i0: int,
                         form: str = "compact") -> tuple[float, float]:
     """``(a, b)`` for protected agent i0: Appendix F's row-sum factors for ``"per-agent"``, 1 and
     1 for ``"compact"`` (see the module docstring)."""
+    a, b = all_contraction_factors(graph, alpha, beta, form)
+    return float(a[i0]), float(b[i0])
+
+
+def all_contraction_factors(graph, alpha: float, beta: float,
+                            form: str = "compact") -> tuple[np.ndarray, np.ndarray]:
+    """:func:`contraction_factors` of every agent at once, two ``(n,)`` arrays (one pass over the
+    sparse row sums, not one per agent)."""
     require(form in FORMS, "form", form, f"one of {FORMS}")
     if form == "compact":
-        return 1.0, 1.0
-    return (abs(1.0 - alpha * float(graph.row_sums("R")[i0])),
-            abs(1.0 - beta * float(graph.row_sums("C")[i0])))
+        return np.ones(graph.n), np.ones(graph.n)
+    return (np.abs(1.0 - alpha * graph.row_sums("R")), np.abs(1.0 - beta * graph.row_sums("C")))
 
 
 def l1_constant(C: float, d: int, norm: str = "l2") -> float:
@@ -179,14 +186,17 @@ def cumulative_epsilon(graph, alpha: float, beta: float, gamma: float, m: int, C
     :func:`sensitivities`); None follows the paper."""
     n = graph.n
     C1 = l1_constant(C, d, norm)
+    L1 = None if smoothness is None else l1_constant(smoothness, d, norm)
     sz, se = _scales(sigma_zeta, K, n), _scales(sigma_eta, K, n)
-    out = np.zeros((K + 1, n))
-    for i0 in range(n):
-        a, b = contraction_factors(graph, alpha, beta, i0, form)
-        L1 = None if smoothness is None else l1_constant(smoothness, d, norm)
-        Dx, Dy = sensitivities(a, b, gamma, C1, m, K, L1)
-        out[:, i0] = np.cumsum(epsilon_terms(Dx, Dy, sz[:, i0], se[:, i0]))
-    return out
+    # agents sharing their contraction factors and noise scales share their epsilon: one
+    # evaluation per distinct column, not one per agent
+    columns, inverse = np.unique(np.vstack([*all_contraction_factors(graph, alpha, beta, form),
+                                            sz, se]), axis=1, return_inverse=True)
+    out = np.zeros((K + 1, columns.shape[1]))
+    for g, col in enumerate(columns.T):
+        Dx, Dy = sensitivities(float(col[0]), float(col[1]), gamma, C1, m, K, L1)
+        out[:, g] = np.cumsum(epsilon_terms(Dx, Dy, col[2:K + 3], col[K + 3:]))
+    return out[:, inverse.reshape(-1)]
 
 
 def _scales(sigma: Callable[[int], np.ndarray], K: int, n: int) -> np.ndarray:
@@ -210,8 +220,8 @@ def mechanism(graph, alpha: float, beta: float, gamma: float, m: int, C: float, 
     C1 = l1_constant(C, d, norm)
     L1 = None if smoothness is None else l1_constant(smoothness, d, norm)
     sz, se = _scales(sigma_zeta, K, n), _scales(sigma_eta, K, n)
-    ab = np.array([contraction_factors(graph, alpha, beta, i0, form) for i0 in range(n)]).T
-    rows, inverse = np.unique(np.vstack([ab, sz, se]), axis=1, return_inverse=True)
+    rows, inverse = np.unique(np.vstack([*all_contraction_factors(graph, alpha, beta, form),
+                                         sz, se]), axis=1, return_inverse=True)
     inverse = inverse.reshape(-1)
     source = (f"paper 003, Appendix F recursions, form={form!r}, C = {C:g} bounding the {norm} "
               f"norm (l1 constant {C1:.6g}), m = {m}, d = {d}"
