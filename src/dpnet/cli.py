@@ -279,8 +279,8 @@ def cmd_reproduce(args) -> int:
     failed = 0
     for name in names:
         exp = experiments.get(name)
-        report = exp.run(quick=args.quick, outdir=args.out)
-        verdicts = ", ".join(c.verdict for c in report.claims) or "no claims"
+        report = exp.run(quick=args.quick, outdir=args.out, jobs=args.jobs)
+        verdicts = ", ".join(c.verdict.value for c in report.claims) or "no claims"
         print(f"{name}: wrote {args.out}/{name}.md ({verdicts})")
         failed += sum(c.passed is False for c in report.claims)
     if names:
@@ -302,7 +302,7 @@ def cmd_demo(args) -> int:
             print("  " + ", ".join(f"{k}: {v:.4g}" if isinstance(v, float) else f"{k}: {v}"
                                    for k, v in r.items()))
     for c in report.claims:
-        print(f"[{c.verdict}] {c.text}: {c.measured}")
+        print(f"[{c.verdict.value}] {c.text}: {c.measured}")
     print(f"wrote {args.out}/demo.md, demo.png, demo.csv")
     return 0
 
@@ -369,6 +369,9 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("names", nargs="+", help="experiment names (dpnet list experiments) or all")
     s.add_argument("--quick", action="store_true", help="short horizons, few seeds")
     s.add_argument("--out", default="reproductions")
+    s.add_argument("--jobs", type=int, default=1,
+                   help="worker processes for the runs (cached under $DPNET_RUNS, default "
+                        "~/.cache/dpnet/runs: an interrupted reproduction resumes run by run)")
     s.set_defaults(func=cmd_reproduce)
     for hook in _SUBCOMMAND_HOOKS:
         hook(sub)

@@ -21,8 +21,8 @@ def test_index_counts_every_report_claims(tmp_path):
     text = write_index(tmp_path).read_text()
     rows = [ln for ln in text.splitlines() if ln.startswith("| [")]
     assert rows == [
-        "| [a-fig2](a-fig2.md) | paper 004, §VI, Fig. 2 | --quick | 0 | 1 | 0 | a title |",
-        "| [b-fig1](b-fig1.md) | paper 001, Fig. 2(a) | full | 2 | 1 | 1 | a title |",
+        "| [a-fig2](a-fig2.md) | paper 004, §VI, Fig. 2 | --quick | 0 | 1 | 0 | 0 | 0 | a title |",
+        "| [b-fig1](b-fig1.md) | paper 001, Fig. 2(a) | full | 2 | 1 | 0 | 1 | 0 | a title |",
     ]
 
 

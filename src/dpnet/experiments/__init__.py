@@ -1,9 +1,9 @@
 """Every figure and table of the papers as a registered experiment (``dpnet reproduce NAME``).
 
-An experiment is a function ``fn(report: Report, quick: bool) -> None`` registered with
-:func:`experiment`; it runs the spec (problem, graph, algorithms, horizon, seeds), fills the
-report with data, plots, the choices made where the paper is silent, and the paper's claims as
-checks with measured numbers. One module per paper; every module here is imported on first use.
+An experiment is a declarative :class:`~.engine.Spec` registered with :func:`register` (problem,
+graph, algorithms, horizon full and quick, seeds, metric, plots, choices, claims as predicates
+over the results table), executed by the engine with one cache. One module of specs per paper;
+every module here is imported on first use.
 """
 
 from __future__ import annotations
@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UnknownNameError
+from .engine import Check, Diagnosis, Run, Spec, Table, Verdict, evaluate, execute
 from .report import Claim, Report
 
-__all__ = ["Experiment", "Report", "Claim", "experiment", "get", "available", "reproduce"]
+__all__ = ["Experiment", "Report", "Claim", "Spec", "Run", "Check", "Diagnosis", "Table",
+           "Verdict", "execute", "experiment", "register", "get", "available", "reproduce"]
 
 
 @dataclass(frozen=True)
@@ -25,11 +27,16 @@ class Experiment:
     name: str
     title: str
     paper: str
-    fn: Callable[[Report, bool], None]
+    fn: Callable[..., None]
+    spec: Spec | None = None
 
-    def run(self, quick: bool = False, outdir: str | Path | None = None) -> Report:
+    def run(self, quick: bool = False, outdir: str | Path | None = None, jobs: int = 1,
+            log: Callable[[str], None] | None = None) -> Report:
         report = Report(self.name, self.title, self.paper, quick=quick)
-        self.fn(report, quick)
+        if self.spec is not None:
+            evaluate(self.spec, report, quick, jobs=jobs, log=log)
+        else:
+            self.fn(report, quick)
         if outdir is not None:
             report.write(outdir)
         return report
@@ -49,11 +56,17 @@ def experiment(name: str, title: str, paper: str):
     return wrap
 
 
+def register(spec: Spec) -> Spec:
+    """Register a spec as experiment ``spec.name``."""
+    _REGISTRY[spec.name] = Experiment(spec.name, spec.title, spec.paper, None, spec)
+    return spec
+
+
 def _load() -> None:
     global _loaded
     if not _loaded:
         for mod in pkgutil.iter_modules(__path__):
-            if mod.name not in ("report",) and not mod.name.startswith("_"):
+            if mod.name not in ("report", "engine") and not mod.name.startswith("_"):
                 importlib.import_module(f"{__name__}.{mod.name}")
         _loaded = True
 

@@ -1,9 +1,10 @@
 """Reports of reproduced figures: settings, choices, data (CSV), plots (PNG), claims (markdown).
 
 An experiment function fills a :class:`Report`; :meth:`Report.write` produces ``NAME.csv``,
-``NAME.png`` (and ``NAME-<suffix>.png`` for extra figures) and ``NAME.md``. A claim is the paper's
-sentence plus the measured numbers and a verdict: ``True`` (reproduced), ``False`` (not
-reproduced: reported, never tuned away) or ``None`` (not checkable at this size).
+``NAME.png`` (and ``NAME-<suffix>.png`` for extra figures), ``NAME.md`` and ``NAME.json``. A claim
+is the paper's sentence, the measured numbers and a :class:`~dpnet.experiments.engine.Verdict`
+(reproduced, not reproduced: reported, never tuned away, with its diagnosis; not applicable;
+undecided).
 """
 
 from __future__ import annotations
@@ -19,19 +20,26 @@ from typing import Any
 
 import matplotlib
 
+from .engine import Verdict
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
 @dataclass
 class Claim:
+    """The paper's sentence, the measured numbers and one of the four verdicts; a claim that is
+    not reproduced carries its diagnosis (cause, counterfactual change and its verdict)."""
+
     text: str
-    passed: bool | None
+    verdict: Verdict
     measured: str
+    diagnosis: dict[str, str] | None = None
 
     @property
-    def verdict(self) -> str:
-        return {True: "reproduced", False: "NOT reproduced", None: "not checked"}[self.passed]
+    def passed(self) -> bool | None:
+        """True / False for reproduced / not reproduced, None for the other two."""
+        return {Verdict.REPRODUCED: True, Verdict.NOT_REPRODUCED: False}.get(self.verdict)
 
 
 @dataclass
@@ -59,8 +67,8 @@ class Report:
     def note(self, text: str) -> None:
         self.notes.append(text)
 
-    def claim(self, text: str, passed: bool | None, measured: str) -> Claim:
-        c = Claim(text, None if passed is None else bool(passed), measured)
+    def claim(self, text: str, passed: Verdict | bool | None, measured: str) -> Claim:
+        c = Claim(text, Verdict.of(passed), measured)
         self.claims.append(c)
         return c
 
@@ -112,7 +120,8 @@ class Report:
     def summary(self) -> dict[str, Any]:
         return {"name": self.name, "title": self.title, "paper": self.paper, "quick": self.quick,
                 "settings": self.settings,
-                "claims": [{"text": c.text, "passed": c.passed, "measured": c.measured}
+                "claims": [{"text": c.text, "verdict": c.verdict.value, "passed": c.passed,
+                            "measured": c.measured, "diagnosis": c.diagnosis}
                            for c in self.claims]}
 
     def _markdown(self, images) -> str:
@@ -122,14 +131,26 @@ class Report:
         if self.quick:
             lines += ["**Quick variant**: shortened horizons and fewer seeds; numbers are indicative "
                       "only.", ""]
-        n_ok = sum(c.passed is True for c in self.claims)
-        n_bad = sum(c.passed is False for c in self.claims)
-        lines += ["## Claims", "",
-                  f"{n_ok} reproduced, {n_bad} not reproduced, "
-                  f"{len(self.claims) - n_ok - n_bad} not checked.", "",
+        counts = ", ".join(f"{sum(c.verdict is v for c in self.claims)} {v.value}"
+                           for v in Verdict)
+        lines += ["## Claims", "", counts + ".", "",
                   "| claim | verdict | measured |", "|---|---|---|"]
-        lines += [f"| {_md(c.text)} | {c.verdict} | {_md(c.measured)} |" for c in self.claims]
+        lines += [f"| {_md(c.text)} | {c.verdict.value} | {_md(c.measured)} |"
+                  for c in self.claims]
         lines.append("")
+        diagnosed = [c for c in self.claims if c.diagnosis]
+        if diagnosed:
+            lines += ["## Diagnoses: cause and counterfactual of each claim not reproduced", ""]
+            for c in diagnosed:
+                d = c.diagnosis
+                lines += [f"- **{_md(c.text)}**", f"  - cause: {_md(d['cause'])}"]
+                if d.get("change"):
+                    lines += [f"  - counterfactual (one change: {_md(d['change'])}): the claim is "
+                              f"**{d['verdict']}** there; {_md(d['measured'])}"]
+                else:
+                    lines += [f"  - no counterfactual yet; what would settle it: "
+                              f"{_md(d.get('settle', ''))}"]
+            lines.append("")
         for p, caption in images:
             lines += [f"![{caption or p.stem}]({p.name})", ""]
             if caption:
@@ -156,13 +177,14 @@ def write_index(folder: str | Path) -> Path:
         s = json.loads(p.read_text())
         if not {"name", "claims", "paper"} <= s.keys():
             continue
-        verdicts = [c["passed"] for c in s["claims"]]
+        verdicts = [c.get("verdict") or Verdict.of(c["passed"]).value for c in s["claims"]]
         rows.append({"report": f"[{s['name']}]({s['name']}.md)",
                      "regenerates": _figure_of(s["paper"]),
                      "variant": "--quick" if s.get("quick") else "full",
-                     "reproduced": sum(v is True for v in verdicts),
-                     "not reproduced": sum(v is False for v in verdicts),
-                     "not checked": sum(v is None for v in verdicts),
+                     **{v.value: verdicts.count(v.value) for v in Verdict},
+                     "diagnosed": sum(bool(c.get("diagnosis", {}) or {}) and
+                                      bool((c.get("diagnosis") or {}).get("change"))
+                                      for c in s["claims"]),
                      "title": s.get("title", "")})
     lines = ["# Reproductions", "",
              "Written by `dpnet reproduce NAME --out DIR` into DIR. Each report states its claims "
@@ -170,6 +192,10 @@ def write_index(folder: str | Path) -> Path:
              "silent, and what was run at reduced size. A claim that did not reproduce is a "
              "finding, explained in its report.", ""]
     lines += _md_table(rows)
+    totals = {v.value: sum(r[v.value] for r in rows) for v in Verdict}
+    lines += ["", "Over all reports: " + ", ".join(f"{n} {v}" for v, n in totals.items())
+              + f"; {sum(r['diagnosed'] for r in rows)} of the {totals['not reproduced']} "
+              "not-reproduced claims have a counterfactual diagnosis (the column *diagnosed*)."]
     out = folder / "README.md"
     out.write_text("\n".join(lines) + "\n")
     return out

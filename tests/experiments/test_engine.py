@@ -1,0 +1,101 @@
+"""The experiment engine: one cache keyed by the run, parallel execution, the results table, the
+four verdicts, counterfactual diagnoses and the index that counts them."""
+
+import json
+
+import numpy as np
+import pytest
+from _engine_runs import square  # noqa: E402  (tests/experiments on sys.path)
+
+from dpnet.errors import ParameterError
+from dpnet.experiments import Check, Diagnosis, Report, Run, Spec, Table, Verdict, execute
+from dpnet.experiments.engine import cache_at, evaluate
+from dpnet.experiments.report import write_index
+
+
+def _runs(calls, xs=(1.0, 2.0, 3.0)):
+    return [Run(square, {"x": x, "calls": str(calls)}, {"x": x}) for x in xs]
+
+
+def test_cache_reads_back_and_the_key_follows_the_arguments(tmp_path):
+    calls = tmp_path / "calls"
+    with cache_at(tmp_path / "cache"):
+        t1 = execute(_runs(calls))
+        t2 = execute(_runs(calls))                   # all three read back
+        assert len(calls.read_text().split()) == 3
+        execute(_runs(calls, (4.0,)))                 # a new argument is a new run
+        assert len(calls.read_text().split()) == 4
+    assert t1.rows == t2.rows
+    assert t1.values("value").tolist() == [1.0, 4.0, 9.0]
+    assert _runs(calls)[0].key != _runs(calls)[1].key
+    assert _runs(calls)[0].key == Run(square, {"calls": str(calls), "x": 1.0}).key  # order-free
+
+
+def test_parallel_execution_gives_the_same_table(tmp_path):
+    with cache_at(tmp_path / "a"):
+        serial = execute(_runs(tmp_path / "c1"))
+    with cache_at(tmp_path / "b"):
+        parallel = execute(_runs(tmp_path / "c2"), jobs=2)
+    assert serial.rows == parallel.rows
+
+
+def test_run_arguments_must_be_json_and_changes_must_name_arguments(tmp_path):
+    with pytest.raises(ParameterError, match="JSON-able"):
+        _ = Run(square, {"x": object(), "calls": "c"}).key
+    with pytest.raises(ParameterError, match="counterfactual change.*'y'"):
+        _runs(tmp_path / "c")[0].replace(y=1)
+    with pytest.raises(ParameterError, match="jobs"):
+        execute([], jobs=0)
+
+
+def test_table_selects_aggregates_and_explodes_curves():
+    t = Table([{"m": "a", "seed": 0, "c": [1.0, 4.0]}, {"m": "a", "seed": 1, "c": [4.0, 1.0]},
+               {"m": "b", "seed": 0, "c": [2.0, 2.0], "f": "nan"}])
+    assert t.unique("m") == ["a", "b"] and len(t.where(m="a")) == 2
+    np.testing.assert_allclose(t.where(m="a").gmean("c"), [2.0, 2.0])
+    assert np.isnan(t.where(m="b").values("f")[0])
+    assert len(t.long()) == 6 and t.long()[0] == {"m": "a", "seed": 0, "c": 1.0}
+    with pytest.raises(ParameterError, match="exactly one row"):
+        t.one(m="a")
+    with pytest.raises(ParameterError, match="column.*'mm'"):
+        t.where(mm="a")
+
+
+def _spec(calls):
+    big = Check("every value is below 5", lambda t, q: (bool(t.values("value").max() < 5),
+                                                       f"max {t.values('value').max():g}"),
+                Diagnosis("x = 3 is too large", "x halved",
+                          lambda r: r.replace(x=r.params["x"] / 2)))
+    return Spec("t-fig1", "a test", "paper 999", lambda quick: _runs(calls), [
+        Check("the values are increasing", lambda t, q: (
+            bool(np.all(np.diff(t.values("value")) > 0)), "ok")),
+        big,
+        Check("undecidable here", lambda t, q: (None, "chance level")),
+        Check("reading (b) claim", lambda t, q: (False, "fails"),
+              not_applicable="the text puts the figure at reading (a)"),
+        Check("no cause known", lambda t, q: (False, "fails"), unsettled="a longer run")])
+
+
+def test_spec_evaluation_gives_four_verdicts_and_a_counterfactual(tmp_path):
+    report = Report("t-fig1", "a test", "A: B (paper 999), Fig. 1")
+    with cache_at(tmp_path / "cache"):
+        evaluate(_spec(tmp_path / "calls"), report, quick=True)
+    v = [c.verdict for c in report.claims]
+    assert v == [Verdict.REPRODUCED, Verdict.NOT_REPRODUCED, Verdict.UNDECIDED,
+                 Verdict.NOT_APPLICABLE, Verdict.NOT_REPRODUCED]
+    d = report.claims[1].diagnosis
+    # halving x gives values 0.25, 1, 2.25: the claim holds in the counterfactual
+    assert d == {"cause": "x = 3 is too large", "change": "x halved", "verdict": "reproduced",
+                 "measured": "max 2.25"}
+    assert report.claims[4].diagnosis["settle"] == "a longer run"
+    assert "the text puts the figure at reading (a)" in report.claims[3].measured
+    paths = report.write(tmp_path / "out")
+    text = paths["md"].read_text()
+    assert "counterfactual (one change: x halved)" in text and "**reproduced** there" in text
+    assert "2 reproduced" not in text and "1 reproduced, 2 not reproduced, 1 not applicable, " \
+        "1 undecided" in text
+    assert len(json.loads(paths["json"].read_text())["claims"]) == 5
+    index = write_index(tmp_path / "out").read_text()
+    assert "| [t-fig1](t-fig1.md) | paper 999, Fig. 1 | full | 1 | 2 | 1 | 1 | 1 | a test |" \
+        in index
+    assert "1 of the 2 not-reproduced claims have a counterfactual diagnosis" in index
