@@ -4,8 +4,8 @@ For n in {10, 100, 1000} agents and d in {10, 1000}: per-iteration time and peak
 
 * ``vec``: :class:`dpnet.algorithms.DiaDSP` driven through ``init``/``step`` (stacked tensors,
   sparse mixing through the network door, counter-based noise for all agents at once);
-* ``loop``: :func:`dpnet.reference.diadsp`, one agent at a time in NumPy (paper 000 eqs. (8)-(11)
-  literally, the same noise streams).
+* ``loop``: ``reference.diadsp`` (``tests/reference.py``), one agent at a time in NumPy (paper
+  000 eqs. (8)-(11) literally, the same noise streams).
 
 Setting: ring graph (Metropolis weights), NonconvexLogistic with 4 samples per agent (a cheap
 gradient, so the comparison is about the algorithm's own work), Laplace noise 0.1 * 0.99^k on x
@@ -34,6 +34,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+# the per-agent oracle lives in tests/ (a test fixture, not public API)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 SIZES = [(10, 10), (10, 1000), (100, 10), (100, 1000), (1000, 10), (1000, 1000)]
 QUICK = [(10, 10), (100, 10), (100, 1000)]
@@ -123,7 +126,7 @@ def _vec(n: int, d: int, iters: int, check_at: int = 0, out: str | None = None) 
 def _loop(n: int, d: int, iters: int, out: str | None = None) -> dict:
     import numpy as np
 
-    from dpnet import reference as ref
+    import reference as ref
 
     _, graph, problem, x0 = _setup(n, d)
     grads = ref.local_gradients(problem)

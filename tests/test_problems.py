@@ -6,8 +6,9 @@ import torch
 
 from dpnet import problems
 from dpnet.errors import ParameterError
-from dpnet.reference import local_gradients, minibatch
 from dpnet.rng import Streams
+
+from reference import local_gradients, minibatch
 
 
 def _logreg(n=4, m=30, d=5, seed=0, reg=0.1):

@@ -9,9 +9,11 @@ import pytest
 import torch
 
 import dpnet
-from dpnet import graphs, noise, problems, reference
+from dpnet import graphs, noise, problems
 from dpnet.algorithms import DGD, DiaDSP, GradientTracking
 from dpnet.errors import NonFiniteError, ParameterError
+
+import reference
 
 G = graphs.ring(6)
 

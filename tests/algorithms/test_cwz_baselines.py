@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import dpnet
-from dpnet import graphs, problems, reference
+from dpnet import graphs, problems
 from dpnet.algorithms import CWZQuantized, KangWDDP, WangBasarTernary, YanBinomial
 from dpnet.algorithms.cwz_quantized import ProbabilisticRounding
 from dpnet.algorithms.kang_wddp import server_graph
@@ -18,6 +18,8 @@ from dpnet.errors import ParameterError
 from dpnet.privacy import chen_wang_zhang as cwz
 from dpnet.privacy import kang, wang_basar, yan
 from dpnet.rng import Streams
+
+import reference
 
 
 def _logistic(n=4, m=30, d=3, seed=0):

@@ -4,9 +4,11 @@ import numpy as np
 import pytest
 
 import dpnet
-from dpnet import graphs, problems, reference
+from dpnet import graphs, problems
 from dpnet.algorithms import DGD, DSGD
 from dpnet.errors import ParameterError
+
+import reference
 
 GRAPH = graphs.erdos_renyi(10, 0.35, seed=11)
 

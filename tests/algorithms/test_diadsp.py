@@ -8,10 +8,12 @@ import pytest
 import torch
 
 import dpnet
-from dpnet import graphs, noise, problems, reference
+from dpnet import graphs, noise, problems
 from dpnet.algorithms import DiaDSP, GradientTracking
 from dpnet.errors import ParameterError
 from dpnet.rng import Streams
+
+import reference
 
 N, D = 10, 6
 GRAPH = graphs.erdos_renyi(N, 0.35, seed=11)

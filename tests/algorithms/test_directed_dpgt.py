@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import dpnet
-from dpnet import graphs, noise, problems, reference
+from dpnet import graphs, noise, problems
 from dpnet.algorithms import DirectedDPGT
 from dpnet.algorithms._cwz import (
     lemma2_matrix,
@@ -19,6 +19,8 @@ from dpnet.algorithms._cwz import (
     theorem1_exponent,
 )
 from dpnet.errors import ParameterError
+
+import reference
 
 
 def _logistic(n=5, m=40, d=4, seed=0):

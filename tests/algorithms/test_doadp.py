@@ -8,11 +8,13 @@ import pytest
 import torch
 
 import dpnet
-from dpnet import graphs, reference
+from dpnet import graphs
 from dpnet.algorithms import DOADP, MomentumDSGD
 from dpnet.compression import TopK
 from dpnet.errors import ParameterError
 from dpnet.problems import Clip, LogisticRegression
+
+import reference
 
 N, D, M = 6, 8, 15
 

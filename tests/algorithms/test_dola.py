@@ -5,11 +5,13 @@ import numpy as np
 import pytest
 
 import dpnet
-from dpnet import graphs, reference
+from dpnet import graphs
 from dpnet.algorithms import DMOD, DOLA
 from dpnet.errors import ParameterError
 from dpnet.privacy import chen_wang
 from dpnet.problems.online import LogisticSamples, OnlineProblem
+
+import reference
 
 n, N, D = 5, 40, 4
 

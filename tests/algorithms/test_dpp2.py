@@ -5,10 +5,12 @@ import numpy as np
 import pytest
 
 import dpnet
-from dpnet import graphs, noise, problems, reference
+from dpnet import graphs, noise, problems
 from dpnet.algorithms import DPP2
 from dpnet.errors import ParameterError
 from dpnet.rng import Streams
+
+import reference
 
 N, D = 8, 4
 GRAPH = graphs.geometric(N, 0.5, seed=3)

@@ -9,11 +9,13 @@ import numpy as np
 import pytest
 
 import dpnet
-from dpnet import graphs, reference
+from dpnet import graphs
 from dpnet.algorithms import DPDDA, DPDO, PGTC
 from dpnet.compression import TopK
 from dpnet.errors import ParameterError
 from dpnet.problems import Clip, LogisticRegression
+
+import reference
 
 N, D, M = 5, 6, 12
 

@@ -5,10 +5,12 @@ import numpy as np
 import pytest
 
 import dpnet
-from dpnet import graphs, reference
+from dpnet import graphs
 from dpnet.algorithms import LDOL
 from dpnet.errors import ParameterError
 from dpnet.problems.online import LogisticSamples, OnlineProblem
+
+import reference
 
 n, N, D = 5, 40, 4
 VS = 0.01 * np.arange(1, n + 1)

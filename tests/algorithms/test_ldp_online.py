@@ -7,10 +7,12 @@ import numpy as np
 import pytest
 
 import dpnet
-from dpnet import graphs, reference
+from dpnet import graphs
 from dpnet.algorithms import DSGD, LDPOnline
 from dpnet.errors import ParameterError
 from dpnet.problems.online import LogisticSamples, OnlineProblem
+
+import reference
 
 n, N, D = 6, 48, 4
 VS = 0.5 + 0.01 * np.arange(1, n + 1)

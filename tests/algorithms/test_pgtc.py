@@ -9,25 +9,25 @@ import pytest
 import torch
 
 import dpnet
-from dpnet import compression, graphs, noise, problems, reference
+from dpnet import compression, graphs, noise, problems
 from dpnet.algorithms import PGTC, DiaDSP
 from dpnet.errors import ParameterError
 from dpnet.rng import Streams
 
+import reference
+
 N, D = 6, 10
-EDGES = [(0, 1), (1, 2), (0, 2), (3, 4), (4, 5), (3, 5), (0, 3), (1, 4), (2, 5)]  # prism
-METROPOLIS = graphs.from_edges(N, EDGES)                 # self-weights 1/4
-ZERO_DIAG = graphs.from_edges(N, EDGES, weights=1 / 3)   # paper's w_ii = 0, doubly stochastic
 DITHER = np.linspace(0.05, 0.95, D)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # 6 x 10 tensors: intra-op threads only add contention
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# conftest's fixtures: one_thread (6 x 10 tensors: intra-op threads only add contention),
+# prism (paper 000's 6-agent prism graph, Metropolis weights: self-weights 1/4)
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _zero_diagonal(prism):
+    """The prism with the paper's w_ii = 0 (weights 1/3, doubly stochastic)."""
+    return graphs.from_edges(N, prism.edges, weights=1 / 3)
 
 
 def _logistic():
@@ -57,17 +57,17 @@ def _trajectory(alg, p, graph, K, x0, seed=0, keys=("x", "y"), record=False):
 
 @pytest.mark.parametrize("noisy", [False, True])
 @pytest.mark.parametrize("name", list(COMPRESSORS))
-def test_equals_the_per_agent_loop(name, noisy):
+def test_equals_the_per_agent_loop(name, noisy, prism):
     comp, kw = COMPRESSORS[name]
     kind = name.split("-")[0]
     p, x0, K, seed = _logistic(), _x0(), 40, 7
     s, q = (0.3, 0.8) if noisy else (0.0, 0.8)
     alg = PGTC(eta=0.1, gamma=0.2, alpha_x=0.5, alpha_y=0.4, compressor=comp, noise_x=s,
                noise_y=0.5 * s, q=q, check_theory=False)
-    res, traj = _trajectory(alg, p, METROPOLIS, K, x0, seed, record=True)
+    res, traj = _trajectory(alg, p, prism, K, x0, seed, record=True)
     scale = reference.geometric_scale(s, q) if noisy else None
     scale_y = reference.geometric_scale(0.5 * s, q) if noisy else None
-    ref = reference.pgtc(METROPOLIS.W, reference.local_gradients(p), x0, 0.1, 0.2, 0.5, 0.4,
+    ref = reference.pgtc(prism.W, reference.local_gradients(p), x0, 0.1, 0.2, 0.5, 0.4,
                          reference.compressor(kind, seed=seed, **kw), K, scale, scale_y, seed)
     np.testing.assert_allclose(traj["x"], ref["x"][1:], rtol=0, atol=1e-12)
     np.testing.assert_allclose(traj["y"], ref["y"][1:], rtol=0, atol=1e-12)
@@ -80,9 +80,10 @@ def test_equals_the_per_agent_loop(name, noisy):
         assert np.abs(ref["xi_x"][0]).max() > 0.01
 
 
-@pytest.mark.parametrize("graph", [METROPOLIS, ZERO_DIAG], ids=["metropolis", "zero-diagonal"])
+@pytest.mark.parametrize("zero_diagonal", [False, True], ids=["metropolis", "zero-diagonal"])
 @pytest.mark.parametrize("noisy", [False, True])
-def test_gamma_one_identity_is_diadsp(graph, noisy):
+def test_gamma_one_identity_is_diadsp(zero_diagonal, noisy, prism):
+    graph = _zero_diagonal(prism) if zero_diagonal else prism
     p, x0, K = _logistic(), _x0(), 60
     nx_, ny_ = ((noise.Laplace(0.2, decay=0.9), noise.Laplace(0.1, decay=0.9)) if noisy
                 else (None, None))
@@ -94,11 +95,11 @@ def test_gamma_one_identity_is_diadsp(graph, noisy):
 
 
 @pytest.mark.parametrize("name", ["identity", "topk", "normsign", "quantizer-streams"])
-def test_tracking_identity_51_with_noise(name):
+def test_tracking_identity_51_with_noise(name, prism):
     comp, _ = COMPRESSORS[name]
     p, x0, K, seed = _logistic(), _x0(), 80, 2
     alg = PGTC(0.1, 0.2, 0.5, 0.5, comp, noise_x=0.5, noise_y=0.5, q=0.95, check_theory=False)
-    _, traj = _trajectory(alg, p, METROPOLIS, K, x0, seed, keys=("x", "y", "g"))
+    _, traj = _trajectory(alg, p, prism, K, x0, seed, keys=("x", "y", "g"))
     rng, agents = Streams(seed), np.arange(N)
     xi_y = np.stack([alg.noise_y.sample(rng, "noise_y", t, agents, N, D).numpy()
                      for t in range(K)])
@@ -110,13 +111,13 @@ def test_tracking_identity_51_with_noise(name):
 
 
 @pytest.mark.parametrize("name", ["topk", "quantizer-streams", "normsign"])
-def test_fixed_point_identity_after_a_long_run(name):
+def test_fixed_point_identity_after_a_long_run(name, prism):
     # catalogue 1.D.5: sum_i grad f_i(x_inf) = -sum_t sum_i xi_{y_i,t}, at consensus
     comp, _ = COMPRESSORS[name]
     p = problems.Quadratic.random(N, D, seed=5, mu=0.5, L=2.0)
     K, seed = 700, 1
     alg = PGTC(0.2, 0.3, 0.5, 0.5, comp, noise_x=0.3, noise_y=0.3, q=0.7, check_theory=False)
-    res = dpnet.run(alg, p, METROPOLIS, K, x0=_x0(), seed=seed, log_every=K, reference=None)
+    res = dpnet.run(alg, p, prism, K, x0=_x0(), seed=seed, log_every=K, reference=None)
     x = torch.as_tensor(res.x)
     xi_y = sum(alg.noise_y.sample(Streams(seed), "noise_y", t, np.arange(N), N, D)
                for t in range(K))
@@ -137,21 +138,21 @@ HAND_BITS = {"identity": (640, 320), "topk": (136, 72), "quantizer": (94, 62),
 
 @pytest.mark.parametrize("name", list(HAND_BITS))
 @pytest.mark.parametrize("float_bits", [64, 32])
-def test_bits_per_iteration_equal_hand_counts(name, float_bits):
+def test_bits_per_iteration_equal_hand_counts(name, float_bits, prism):
     comp = {"identity": compression.Identity(), "topk": compression.TopK(2),
             "quantizer": compression.BiasedQuantizer(2), "normsign": compression.NormSign(),
             "randk": compression.RandK(2)}[name]
     K = 5
-    res = dpnet.run(PGTC(0.1, 0.2, 0.1, 0.1, comp, 0.1, 0.1, q=0.5), _logistic(), METROPOLIS,
+    res = dpnet.run(PGTC(0.1, 0.2, 0.1, 0.1, comp, 0.1, 0.1, q=0.5), _logistic(), prism,
                     K, x0=_x0(), log_every=K, reference=None, float_bits=float_bits)
     per_message = HAND_BITS[name][0 if float_bits == 64 else 1]
-    links = 2 * len(EDGES)                                     # each broadcast reaches 3
+    links = 2 * 9            # the prism's 9 edges, both ways; each broadcast reaches 3
     np.testing.assert_array_equal(res.ledger.per_iteration(K), 2 * per_message * links)
     assert res.ledger.per_name == {"x": K * per_message * links, "y": K * per_message * links}
     np.testing.assert_array_equal(res.ledger.per_agent, 2 * K * per_message * 3)
 
 
-def test_construction_and_graph_checks():
+def test_construction_and_graph_checks(prism):
     p, x0 = _logistic(), _x0()
     ok = dict(eta=0.1, gamma=0.2, alpha_x=0.5, alpha_y=0.5)
     for key, bad in [("eta", 0.0), ("gamma", -1.0), ("alpha_x", 0.0), ("alpha_y", math.nan)]:
@@ -173,7 +174,7 @@ def test_construction_and_graph_checks():
     # alpha in (0, 1/r): norm-sign has r = d/2 = 5, so Table I's alpha = 0.5 needs the opt-out
     ns = PGTC(0.15, 0.1, 0.5, 0.5, compression.NormSign(), 1.0, 1.0, q=0.1)
     with pytest.raises(ParameterError, match=r"alpha_x < 1/r = 0\.2"):
-        dpnet.run(ns, p, METROPOLIS, 2, x0=x0)
+        dpnet.run(ns, p, prism, 2, x0=x0)
     PGTC(0.15, 0.1, 0.5, 0.5, compression.NormSign(), check_theory=False).check_problem(p)
     PGTC(0.1, 0.2, 0.19, 0.19, compression.NormSign()).check_problem(p)
     with pytest.raises(ParameterError, match="alpha_y"):
@@ -188,57 +189,57 @@ def test_construction_and_graph_checks():
         alg.check_graph(graphs.path(N, weights="uniform"))       # row-stochastic only
     with pytest.raises(ParameterError, match="connected"):
         alg.check_graph(graphs.from_edges(N, [(0, 1), (1, 2), (0, 2), (3, 4), (4, 5), (3, 5)]))
-    alg.check_graph(ZERO_DIAG)      # the paper's zero diagonal is fine off bipartite graphs
+    alg.check_graph(_zero_diagonal(prism))  # the paper's zero diagonal is fine off bipartite graphs
 
 
-def test_privacy_theorem3_and_proposition1_through_the_algorithm():
+def test_privacy_theorem3_and_proposition1_through_the_algorithm(prism):
     p = _logistic()
     alg = PGTC(0.1, 0.2, 0.5, 0.5, compression.TopK(2), noise_x=100, noise_y=100, q=0.1)
-    g = alg.privacy(p, METROPOLIS, iterations=10, gradient_bound=1.0)
+    g = alg.privacy(p, prism, iterations=10, gradient_bound=1.0)
     # 4 sqrt(10) (sqrt(0.1)/100 + 1/100) = 0.04 (1 + sqrt(10)); sum_{k=0}^{10} 10^k
     hand = 0.04 * (1 + math.sqrt(10)) * (10**11 - 1) / 9
     assert g.epsilon == pytest.approx(hand, rel=1e-12) and g.per_agent == (g.epsilon,) * N
     assert "Theorem 3" in g.theorem and g.horizon == 10 and g.delta == 0
-    derived = alg.privacy(p, METROPOLIS, iterations=10, gradient_bound=1.0, variant="derived")
+    derived = alg.privacy(p, prism, iterations=10, gradient_bound=1.0, variant="derived")
     assert derived.epsilon == pytest.approx(0.04 * (0.1 * math.sqrt(10) + math.sqrt(10))
                                             * (10**11 - 1) / 9, rel=1e-12)
     # the gradient bound defaults to the problem's own
-    auto = alg.privacy(p, METROPOLIS, iterations=3)
+    auto = alg.privacy(p, prism, iterations=3)
     assert auto.epsilon == pytest.approx(g.epsilon / ((10**11 - 1) / 9) * 1111
                                          * p.gradient_bound(), rel=1e-12)
     # Proposition 1 needs eta < 1/(2 L) and q in its interval: eta = 0.01, q = 0.9
     slow = PGTC(0.01, 0.2, 0.5, 0.5, noise_x=1.0, noise_y=2.0, q=0.9)
     L = p.smoothness
-    prop = slow.privacy(p, METROPOLIS, iterations=None, adjacency_radius=0.5, variant="printed")
+    prop = slow.privacy(p, prism, iterations=None, adjacency_radius=0.5, variant="printed")
     tau = 0.01 / 1.0 + 1 / 2.0
     assert prop.epsilon == pytest.approx(tau * 0.81 * 0.5 / (0.81 - 0.01 * L - 0.9 * 0.01 * L))
-    sound = slow.privacy(p, METROPOLIS, iterations=None, adjacency_radius=0.5)  # the default: derived
+    sound = slow.privacy(p, prism, iterations=None, adjacency_radius=0.5)  # the default: derived
     tau = 0.01 / (1.0 * 0.9) + 1 / 2.0
     assert sound.epsilon == pytest.approx(tau * 0.81 * 0.5 / (0.81 - 0.01 * L - 0.9 * 0.01 * L))
     assert "Proposition 1" in prop.theorem and prop.horizon is None
     with pytest.raises(ParameterError, match="adjacency"):
-        slow.privacy(p, METROPOLIS, iterations=None)
+        slow.privacy(p, prism, iterations=None)
     with pytest.raises(ParameterError, match="q"):
-        alg.privacy(p, METROPOLIS, iterations=None, adjacency_radius=0.5)     # q = 0.1 too small
+        alg.privacy(p, prism, iterations=None, adjacency_radius=0.5)     # q = 0.1 too small
     with pytest.raises(ParameterError, match="gradient_bound"):
-        alg.privacy(problems.SinCos.random(N, D), METROPOLIS, iterations=3)
-    assert not PGTC(0.1, 0.2, 0.5, 0.5).privacy(p, METROPOLIS, iterations=3).is_private
+        alg.privacy(problems.SinCos.random(N, D), prism, iterations=3)
+    assert not PGTC(0.1, 0.2, 0.5, 0.5).privacy(p, prism, iterations=3).is_private
     # the same guarantee through run(); per-agent noise gives per-agent budgets
-    res = dpnet.run(alg, p, METROPOLIS, 10, log_every=10, privacy={"gradient_bound": 1.0})
+    res = dpnet.run(alg, p, prism, 10, log_every=10, privacy={"gradient_bound": 1.0})
     assert res.privacy.epsilon == pytest.approx(hand, rel=1e-12)
     per = PGTC(0.1, 0.2, 0.5, 0.5, noise_x=100, noise_y=[100, 100, 100, 100, 100, 50], q=0.1)
-    eps = per.privacy(p, METROPOLIS, iterations=10, gradient_bound=1.0).per_agent
+    eps = per.privacy(p, prism, iterations=10, gradient_bound=1.0).per_agent
     assert eps[:5] == pytest.approx((hand,) * 5) and eps[5] > hand
 
 
-def test_calibrate_reaches_the_target_without_overshooting():
+def test_calibrate_reaches_the_target_without_overshooting(prism):
     p = _logistic()
     alg = PGTC(0.1, 0.2, 0.5, 0.5, compression.TopK(2), noise_x=1.0, noise_y=3.0, q=0.9)
-    tuned = alg.calibrate(5.0, p, METROPOLIS, iterations=20, gradient_bound=1.0)
-    eps = tuned.privacy(p, METROPOLIS, iterations=20, gradient_bound=1.0).epsilon
+    tuned = alg.calibrate(5.0, p, prism, iterations=20, gradient_bound=1.0)
+    eps = tuned.privacy(p, prism, iterations=20, gradient_bound=1.0).epsilon
     assert eps <= 5.0 and eps == pytest.approx(5.0, rel=1e-8)
     t = tuned.noise_x.scale_at(0, N)[0]
     assert tuned.noise_y.scale_at(0, N)[0] == pytest.approx(3 * t)   # the ratio is kept
     assert tuned.noise_x.schedule.decay[0] == 0.9 and alg.noise_x.scale_at(0, N)[0] == 1.0
     with pytest.raises(ParameterError, match="scale"):
-        PGTC(0.1, 0.2, 0.5, 0.5).calibrate(5.0, p, METROPOLIS, iterations=20)
+        PGTC(0.1, 0.2, 0.5, 0.5).calibrate(5.0, p, prism, iterations=20)

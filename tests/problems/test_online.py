@@ -5,10 +5,11 @@ import numpy as np
 import pytest
 import torch
 
-from dpnet import reference
 from dpnet.errors import ParameterError
 from dpnet.problems.online import LeastSquaresSamples, LogisticSamples, OnlineProblem, all_data_grad
 from dpnet.rng import Streams
+
+import reference
 
 N, D, n = 60, 5, 4
 

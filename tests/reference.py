@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .rng import Streams
+from dpnet.rng import Streams
 
 Grad = Callable[[np.ndarray, int], np.ndarray]
 ScaleFn = Callable[[int, int], float]          # (agent i, iteration k) -> noise scale
@@ -225,7 +225,7 @@ def local_gradients(problem, batch_size: int | None = None, seed: int = 0) -> li
 
     ``batch_size`` applies to :class:`~dpnet.problems.LogisticRegression` (DSGD's minibatches);
     the other problems have exact gradients only."""
-    from .problems import LogisticRegression, NonconvexLogistic, Quadratic, SinCos
+    from dpnet.problems import LogisticRegression, NonconvexLogistic, Quadratic, SinCos
 
     n = problem.n_agents
     if isinstance(problem, NonconvexLogistic):
