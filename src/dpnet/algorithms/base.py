@@ -134,11 +134,7 @@ class Algorithm(ABC):
                                  "(scaling zero noise gives none)")
 
         def scaled(t: float) -> Algorithm:
-            out = copy.copy(self)
-            for a in names:
-                value = getattr(self, a)
-                setattr(out, a, value.scaled(t) if isinstance(value, Noise) else value * t)
-            return out
+            return self.noise_scaled(t, names)
 
         refused: list[ParameterError] = []
 
@@ -158,6 +154,15 @@ class Algorithm(ABC):
             if refused:   # nothing feasible: the accountant's own reason is the informative one
                 raise refused[-1] from None
             raise
+
+    def noise_scaled(self, factor: float, over: tuple[str, ...] | None = None) -> Algorithm:
+        """A copy whose ``over`` attributes (default :attr:`noise_attributes`: noise objects or
+        plain scales) are multiplied by ``factor``: what :meth:`calibrate` returns."""
+        out = copy.copy(self)
+        for a in over or self.noise_attributes:
+            value = getattr(self, a)
+            setattr(out, a, value.scaled(factor) if isinstance(value, Noise) else value * factor)
+        return out
 
     def params(self) -> dict[str, Any]:
         """Hyper-parameters for reports."""

@@ -29,6 +29,11 @@ def use_data(root: str | Path, verify: bool = False) -> Iterator[None]:
         _SOURCE.update(before)
 
 
+def data_root() -> str:
+    """Where datasets are read from now (part of a run's key where the data matter)."""
+    return str(_SOURCE["root"] or data.data_root(None))
+
+
 def binary(name: str) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
     """``(X dense, y in {-1, +1}, notes)`` of a LIBSVM binary dataset."""
     dtype = np.float32 if name == "epsilon" else np.float64

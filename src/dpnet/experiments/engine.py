@@ -5,7 +5,7 @@ per method x setting x seed), the settings and the choices made where the paper 
 figures and tables over the results, and the paper's claims as :class:`Check` predicates over the
 results :class:`Table`. :func:`execute` runs a list of runs with **one cache**: a run's result is
 stored under ``$DPNET_RUNS/<key>.json`` (default ``~/.cache/dpnet/runs``), where the key hashes the
-function's name and source, its arguments and the dpnet version, so an interrupted experiment
+function's name, its module's source, its arguments and the dpnet version, so an interrupted experiment
 resumes run by run, and a changed run is never read back stale. Runs go to worker processes when
 ``jobs > 1``; a long run can keep snapshots in :func:`run_folder` to resume mid-run.
 
@@ -83,8 +83,12 @@ class Run:
 
 
 def _source_hash(fn: Callable) -> str:
+    """The source of the module defining ``fn``: a run reads the module's set-up helpers and
+    constants too, so an edit anywhere in it makes its runs new (recomputing beats reading a
+    stale result back). Library code below the experiments is versioned by ``dpnet.__version__``."""
+    module = inspect.getmodule(fn)
     try:
-        return hashlib.sha256(inspect.getsource(fn).encode()).hexdigest()[:12]
+        return hashlib.sha256(inspect.getsource(module).encode()).hexdigest()[:12]
     except (OSError, TypeError):
         return "no-source"
 

@@ -1,0 +1,138 @@
+"""The benchmark's tasks: data, split, graph, horizon and the one neighbouring relation of each.
+
+Every task is a finite sum over records: agent i holds ``m`` records and
+``f_i(x) = (1/m) sum_j l(x; a_ij, b_ij) + r(x)`` with a data-free regulariser ``r``. The relation
+is **one record of one agent's local dataset replaced** by any other record whose features have
+l2 norm at most ``R`` (rows are scaled to unit norm, so ``R = 1``). For the logistic losses here
+``||grad_x l(x; a, b)||_2 <= ||a||_2``, so replacing a record moves agent i's local gradient by at
+most ``Delta = 2R/m`` in l2 at every x (the regulariser cancels): that is the sensitivity every
+algorithm's guarantee is expressed through (:mod:`dpnet.compare.entries`).
+
+Utility is measured on the agents' average ``xbar_K``; tuning reads a held-out validation split,
+the reported numbers a test split (logistic regression) or a fresh draw of the same distribution
+(problem (37), which has no natural test set).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from .. import graphs
+from ..errors import UnknownNameError
+from ..problems import LogisticRegression, NonconvexLogistic
+from ..problems.base import minimize_global
+
+RELATION = ("one record of one agent's local dataset replaced by any record with feature norm "
+            "<= R = 1 (rows scaled to unit l2 norm): local-gradient sensitivity Delta = 2R/m")
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str
+    title: str
+    utility: str               # the ranked metric (lower is better)
+    horizon: int
+    quick_horizon: int
+    n_agents: int = 10
+    dataset: str = ""
+
+
+TASKS = {
+    "logistic": TaskSpec("logistic", "l2-regularised logistic regression (lambda = 1e-3) on "
+                         "LIBSVM {dataset}, 10 agents, circulant graph (offsets 1, 2)",
+                         "suboptimality f(xbar_K) - f*", 400, 80, dataset="a9a"),
+    "nonconvex": TaskSpec("nonconvex", "paper 000's nonconvex logistic problem (37) (m = 200, "
+                          "d = 10, lambda = 1e-3, alpha = 1), 10 agents, circulant graph",
+                          "||grad f(xbar_K)||^2", 400, 80),
+}
+
+
+def task_spec(name: str) -> TaskSpec:
+    if name not in TASKS:
+        raise UnknownNameError("task", name, TASKS)
+    return TASKS[name]
+
+
+@dataclass
+class Task:
+    """A built task: the training problem (the agents' data), the graph, per-agent record count
+    ``m``, the feature bound ``R`` and the evaluation splits."""
+
+    spec: TaskSpec
+    problem: Any
+    graph: graphs.Graph
+    m: int
+    R: float
+    evals: dict[str, Any]
+    reference: float            # f* of the training objective (logistic) or 0
+    notes: tuple[str, ...] = ()
+
+    @property
+    def sensitivity(self) -> float:
+        return 2 * self.R / self.m
+
+    def utility(self, xbar: np.ndarray, split: str) -> dict[str, float]:
+        """The ranked metric and the secondary ones of ``xbar`` (``split``: val or test)."""
+        x = torch.as_tensor(xbar, dtype=torch.float64)
+        if self.spec.name == "logistic":
+            Xs, ys = self.evals[split]
+            margins = ys * (Xs @ xbar)
+            return {"utility": float(self.problem.loss(x) - self.reference),
+                    "heldout_loss": float(np.mean(np.logaddexp(0.0, -margins))),
+                    "accuracy": float(np.mean(margins > 0))}
+        held = self.evals[split]
+        g = held.global_grad(x)
+        return {"utility": float((g * g).sum()), "heldout_loss": float(held.loss(x)),
+                "accuracy": float("nan")}
+
+
+def _unit_rows(X: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(X, axis=1, keepdims=True)
+    return X / np.maximum(norms, 1e-300)
+
+
+def build(name: str, dataset: str | None = None) -> Task:
+    """The task (cached per process and data root: every run of a benchmark shares its data)."""
+    from ..experiments import common
+
+    return _build(name, dataset, common.data_root())
+
+
+@functools.lru_cache(maxsize=8)
+def _build(name: str, dataset: str | None, root: str) -> Task:
+    spec = task_spec(name)
+    graph = graphs.circulant(spec.n_agents, offsets=(1, 2))
+    if name == "logistic":
+        from ..experiments import common
+
+        ds = dataset or spec.dataset
+        X, y, notes = common.binary(ds)
+        X = _unit_rows(np.asarray(X, dtype=np.float64))
+        order = np.random.default_rng(0).permutation(len(y))
+        n_val = n_test = len(y) // 5
+        val, test, train = order[:n_val], order[n_val:n_val + n_test], order[n_val + n_test:]
+        problem = LogisticRegression.partition(X[train], y[train], spec.n_agents, seed=0,
+                                               reg=1e-3)
+        f_star = float(problem.loss(minimize_global(problem, tol=1e-12)))
+        evals = {s: (X[idx], np.where(y[idx] > 0, 1.0, -1.0)) for s, idx in
+                 (("val", val), ("test", test))}
+        spec = TaskSpec(**{**spec.__dict__, "title": spec.title.format(dataset=ds),
+                           "dataset": ds})
+        return Task(spec, problem, graph, problem.m, 1.0, evals, f_star, tuple(notes))
+
+    def draw(seed: int) -> NonconvexLogistic:
+        rng = np.random.default_rng(seed)
+        V = _unit_rows(rng.standard_normal((spec.n_agents * 200, 10)))
+        u = rng.choice([-1.0, 1.0], size=spec.n_agents * 200)
+        return NonconvexLogistic(V.reshape(spec.n_agents, 200, 10), u.reshape(spec.n_agents, 200),
+                                 lam=1e-3, alpha=1.0)
+
+    problem = draw(0)
+    return Task(spec, problem, graph, 200, 1.0, {"val": draw(1), "test": draw(2)}, 0.0,
+                ("features v ~ N(0, I_10) scaled to the unit sphere (a bounded record is what "
+                 "the relation needs; the paper's draws are not given)",))

@@ -1,0 +1,114 @@
+"""``dpnet compare`` on the tests' tiny LIBSVM fixture: the relation's sensitivity, calibration to
+every target (never above it, and tight), a hand-computed epsilon, the leaderboard's files and
+columns, every private algorithm either benchmarked or left out with its reason, clear errors."""
+
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from dpnet import compare
+from dpnet.cli import main
+from dpnet.compare import entries, tasks
+from dpnet.errors import ParameterError, UnknownNameError
+from dpnet.experiments import common
+
+FIX = Path(__file__).resolve().parent / "data"
+
+
+@pytest.fixture(autouse=True)
+def fixture_data():
+    with common.use_data(FIX):
+        yield
+
+
+def test_the_record_relation_bounds_the_local_gradient_change_by_two_over_m():
+    t = tasks.build("logistic", "a9a")
+    assert t.R == 1.0 and t.sensitivity == pytest.approx(2 / t.m)
+    A = t.problem.A                             # rows scaled to unit norm
+    assert float(A.norm(dim=-1).max()) == pytest.approx(1.0)
+    rng = np.random.default_rng(0)
+    worst = 0.0
+    for _ in range(20):                         # replace record j of agent 0 by another record
+        x = torch.as_tensor(rng.standard_normal(t.problem.dim) * 3)
+        j, other = rng.integers(t.m), rng.integers(t.m)
+        before = t.problem.grad(x.expand(t.problem.n_agents, -1).clone())[0]
+        A2 = t.problem.A.clone()
+        b2 = t.problem.b.clone()
+        A2[0, j], b2[0, j] = t.problem.A[1, other], -t.problem.b[1, other]
+        changed = type(t.problem)(A2, b2, reg=t.problem.reg)
+        after = changed.grad(x.expand(t.problem.n_agents, -1).clone())[0]
+        worst = max(worst, float((before - after).norm()))
+    assert 0 < worst <= t.sensitivity
+
+
+def test_diadsp_calibration_matches_theorem_3_by_hand():
+    t = tasks.build("logistic", "a9a")
+    K, eps = 30, 1.0
+    params = {"eta": 0.3, "q": 0.95}
+    out = compare.calibration("logistic", "a9a", "diadsp", params, eps, "xie", K)
+    # Theorem 3 (sound c = max(sqrt(eta), eta)) with M = R/m, unit noise scaled by s:
+    # eps = 4 sqrt(d) M (c + 1) / s * sum_{k=0}^{K} q^-k
+    d, M = t.problem.dim, 1 / t.m
+    series = sum(0.95 ** -k for k in range(K + 1))
+    s = 4 * math.sqrt(d) * M * (math.sqrt(0.3) + 1) * series / eps
+    assert out["status"] == "ok"
+    assert out["noise_factor"] == pytest.approx(s, rel=1e-6)
+    assert out["certified_epsilon"] <= eps and out["certified_epsilon"] >= eps * (1 - 1e-6)
+
+
+def test_quick_leaderboard_never_certifies_above_its_target(tmp_path):
+    rows = compare.compare(["logistic"], [1.0, 4.0], ["diadsp", "doadp"], quick=True,
+                           seeds=[0, 1], dataset="a9a", tight="rdp")
+    assert {(r["algorithm"], r["accountant"]) for r in rows} == {
+        ("diadsp", "xie"), ("diadsp", "rdp"), ("doadp", "proof"), ("doadp", "rdp")}
+    for r in rows:
+        assert r["status"] == "ok" and r["seeds"] == 2, r
+        assert r["target_epsilon"] * 0.99 <= r["certified_epsilon"] <= r["target_epsilon"]
+        assert r["delta"] <= entries.DELTA
+        assert math.isfinite(r["utility"]) and r["bits_per_agent"] > 0
+    # a tighter accountant buys less noise for the same choice and target
+    for alg, tight in (("diadsp", "rdp"), ("doadp", "rdp")):
+        for eps in (1.0, 4.0):
+            a, b = (next(r for r in rows if r["algorithm"] == alg and r["accountant"] == acc
+                         and r["target_epsilon"] == eps) for acc in (entries.entry(alg).default,
+                                                                      tight))
+            assert a["choice"] == b["choice"] and b["noise_factor"] < a["noise_factor"]
+    paths = compare.write(rows, tmp_path, "dpnet compare --quick", True, "a9a")
+    with paths["csv"].open() as fh:
+        read = list(csv.DictReader(fh))
+    assert set(compare.COLUMNS) <= set(read[0]) and len(read) == len(rows)
+    text = paths["md"].read_text()
+    assert "one record of one agent's local dataset replaced" in text
+    assert "privacy cost of tuning is not charged" in text and "winner" in text
+    assert all(f"**{n}**" in text for n in entries.LEFT_OUT)
+    assert paths["png-logistic"].stat().st_size > 0
+
+
+def test_every_private_algorithm_is_benchmarked_or_left_out_with_a_reason():
+    assert entries.check_complete() == []
+    assert all(len(e.grid) == entries.TRIALS for e in entries.ENTRIES.values())
+    assert not set(entries.ENTRIES) & set(entries.LEFT_OUT)
+
+
+def test_unknown_names_and_bad_targets_are_errors():
+    with pytest.raises(UnknownNameError, match="dadsp"):
+        compare.compare(["logistic"], [1.0], ["dadsp"], quick=True)
+    with pytest.raises(UnknownNameError, match="logistics"):
+        compare.compare(["logistics"], [1.0], ["diadsp"], quick=True)
+    with pytest.raises(ParameterError, match="epsilons"):
+        compare.compare(["logistic"], [-1.0], ["diadsp"], quick=True)
+    with pytest.raises(ParameterError, match="tight"):
+        compare.compare(["logistic"], [1.0], ["diadsp"], quick=True, tight="best")
+
+
+def test_cli_compare_quick_writes_the_leaderboard(tmp_path, capsys):
+    assert main(["compare", "--quick", "--tasks", "logistic", "--dataset", "a9a",
+                 "--algorithms", "dpp2,ppdc", "--epsilons", "2", "--seeds", "0",
+                 "--tight", "none", "--silent", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "epsilon = 2:" in out and (tmp_path / "leaderboard.md").is_file()
+    assert "--algorithms dpp2,ppdc" in (tmp_path / "leaderboard.md").read_text()
