@@ -1,6 +1,6 @@
-"""Paper 001's experiments in their --quick variants on the tiny dataset fixtures."""
-
-from __future__ import annotations
+"""Paper 001's experiments (huo-fig2a ... huo-table2) in their --quick form on the tiny dataset
+fixtures: reports, pinned verdicts, the noise each method gets (checked by hand or against its
+accountant), the counterfactuals' outcomes, and the CNN run's resumption from its snapshots."""
 
 import math
 from pathlib import Path
@@ -10,127 +10,153 @@ import pytest
 import torch
 from _verdicts import check_verdicts  # noqa: E402  (tests/experiments on sys.path)
 
-from dpnet import data
-from dpnet.experiments import get, huo
-from dpnet.privacy import huo as huo_privacy
+from dpnet import checkpoints
+from dpnet.experiments import _huo_runs as runs
+from dpnet.experiments import common, execute, get, huo
+from dpnet.experiments.engine import cache_at
+from dpnet.privacy import huo as acct
 
 FIX = Path(__file__).resolve().parents[1] / "data"
-torch.set_num_threads(1)
+L = math.log(1.25 / 1e-5)
 
 
 @pytest.fixture
-def fixtures(monkeypatch, tmp_path):
-    ds = data.load_libsvm("a9a", root=FIX, verify=False, download=False)
-    monkeypatch.setattr(huo, "load_binary", lambda name: (ds.dense(), ds.binary_labels(),
-                                                          ds.notes))
-    monkeypatch.setattr(huo, "lr_datasets", lambda: (["a9a"], "fixture stand-in for epsilon"))
-    monkeypatch.setattr(huo, "load_images", lambda name, split: data.load_mnist(
-        split, root=FIX, verify=False, download=False))
-    monkeypatch.setenv("DPNET_RUNS", str(tmp_path / "runs"))
-    return tmp_path
+def fixtures(monkeypatch, tmp_path, one_thread):
+    monkeypatch.setattr(huo, "lr_datasets", lambda: ["a9a"])
+    with common.use_data(FIX):
+        yield tmp_path
 
 
-def _check(rep, out: Path, name: str, n_claims: int) -> str:
+def _report(name: str, out: Path):
+    rep = get(name).run(quick=True, outdir=out)
     for ext in ("md", "csv", "png", "json"):
-        assert (out / f"{name}.{ext}").is_file()
-    assert len(rep.claims) >= n_claims
+        assert (out / f"{name}.{ext}").stat().st_size > 0
     check_verdicts(name, rep.claims)
-    return (out / f"{name}.md").read_text()
+    return rep, (out / f"{name}.md").read_text()
+
+
+def test_setting_matches_the_paper():
+    g = runs.graph()
+    assert g.n == 20 and all(len(g.neighbors(i)) == 6 for i in range(20))
+    np.testing.assert_allclose(np.asarray(g.W), np.eye(20) - g.unweighted_laplacian / 7, atol=1e-12)
+    assert runs.LR_STEPS == dict(alpha=0.001, gamma=0.05, beta=0.15)
+    assert runs.CNN_STEPS == dict(alpha=0.01, gamma=0.05, beta=0.15)
+    assert [p * k for p, k in huo.LR_RATES.values()] == pytest.approx([1, 0.8, 0.3, 0.24])
+    assert [p * k for p, k in huo.CNN_RATES.values()] == pytest.approx([1, 0.8, 0.4, 0.32])
+    assert huo.TABLE2[1.0][3] == 93.35 and huo.TABLE2[0.8][0] == 87.88
+    # the noise walk at Theorem 1's sigma with T = 6q does not depend on the data:
+    # alpha/(1-beta) G p^1.5 sqrt(k/d) (T/q) sqrt(160 L/n)/eps = 6.84 G at 100 %, 2.68 G at 24 %
+    walk = 0.001 / 0.85 * 6 * math.sqrt(160 * L / 20) / 0.01
+    assert walk == pytest.approx(6.84, abs=0.01)
+    assert walk * 0.8 ** 1.5 * math.sqrt(37 / 123) == pytest.approx(2.68, abs=0.01)
 
 
 def test_fig2a_quick(fixtures):
-    rep = get("huo-fig2a").run(quick=True, outdir=fixtures)
-    text = _check(rep, fixtures, "huo-fig2a", 1)
-    assert "fixture stand-in for epsilon" in text and "Theorem 1 (7)" in text
-    sigmas = {r["rate"]: r["sigma"] for r in rep.tables[0][1]}
-    # sigma^2 scales as k p^2 (Remark 1): 24% has sqrt(0.3) * 0.8 of 100%'s noise
-    assert sigmas["24%"] / sigmas["100%"] == pytest.approx(0.8 * (37 / 123) ** 0.5, rel=1e-9)
-    # the reference lines: f(0) = log 2 for the logistic loss, and the noise-free run
-    s = huo.lr_setup("a9a", True)
-    assert s.start_gap == pytest.approx(math.log(2) - s.f_star, rel=1e-12)
-    ref, curve = huo.noise_free_lr(s, quick=True)
-    assert curve.suboptimality[0] == pytest.approx(s.start_gap, rel=1e-12)
-    assert 0 < ref < s.start_gap     # without noise the same steps make progress
-    assert f"x_0 = 0 starts at suboptimality {s.start_gap:.4g}" in text
-    assert f"without noise end at {ref:.4g} with the private runs' clipping" in text
-    unclipped, _ = huo.noise_free_lr(s, quick=True, clipped=False)
-    assert unclipped != ref and f"and at {unclipped:.4g} unclipped" in text
+    rep, text = _report("huo-fig2a", fixtures)
+    assert "Theorem 1 (7)" in text and "counterfactual" in text
+    rows = {r["rate"]: r for r in rep.tables[0][1]}
+    # sigma^2 scales as k p^2 (Remark 1): 24 % has 0.8 sqrt(37/123) of 100 %'s noise
+    assert rows["24%"]["sigma"] / rows["100%"]["sigma"] == pytest.approx(0.8 * (37 / 123) ** 0.5)
+    problem, _, f_star, start = runs.lr_setup("a9a", 600)
+    q = problem.m
+    assert rows["100%"]["sigma"] == pytest.approx(math.sqrt(160 * q * L) / (q * 0.01))  # (7), T = q
+    assert rows["100%"]["walk (G)"] == pytest.approx(walk_100 := 0.001 / 0.85 * math.sqrt(
+        160 * L / 20) / 0.01)                                 # one epoch: a sixth of 6.84 G
+    assert walk_100 == pytest.approx(6.84 / 6, abs=0.01)
+    assert start == pytest.approx(math.log(2) - f_star, rel=1e-12)
+    t = execute(get("huo-fig2a").spec.runs(True))
+    ref = t.one(kind="noise-free, clipped")
+    assert ref["suboptimality"][0] == pytest.approx(start, rel=1e-12) and ref["final"] < start
+    assert f"x_0 = 0 starts at suboptimality {start:.4g}" in text
+    # the counterfactual: PLD's sigma is ~9x smaller, and every rate ends far lower
+    cf = execute([huo._pld(r) for r in get("huo-fig2a").spec.runs(True)])
+    for r in huo.LR_RATES:
+        a, b = t.one(kind="private", rate=r), cf.one(kind="private", rate=r)
+        assert b["sigma"] < a["sigma"] / 5 and b["final"] < a["final"] / 4
+    converge = rep.claims[1]
+    assert converge.verdict.value == "not reproduced" and "walk" in converge.measured
+    assert converge.diagnosis["change"].startswith("DO-ADP's sigma from the PLD accountant")
 
 
 def test_fig2b_quick(fixtures):
-    rep = get("huo-fig2b").run(quick=True, outdir=fixtures)
-    _check(rep, fixtures, "huo-fig2b", 2)
-    eps = {r["epsilon"] for r in rep.rows}
-    assert eps == {0.01, 1.0}
-    # eps = 1 is outside Theorem 1's T-condition here: sigma comes from the proof accountant
-    how = {(r["epsilon"], r["rate"]): r["sigma from"] for r in rep.rows}
-    assert how[(1.0, "100%")] == "proof accountant"
+    rep, _ = _report("huo-fig2b", fixtures)
+    assert {r["epsilon"] for r in rep.rows if r["kind"] == "private"} == {0.01, 1.0}
+    how = {(r["epsilon"], r["rate"]): r["from"] for r in rep.tables[0][1]}
+    # eps = 1 breaks Theorem 1's T >= q^2 eps^2/(4p^2) here: sigma from the proof accountant
+    assert how[(1.0, "100%")] == "proof accountant" and how[(0.01, "100%")] == "Theorem 1 (7)"
 
 
 def test_fig3_quick(fixtures):
-    rep = get("huo-fig3").run(quick=True, outdir=fixtures)
-    text = _check(rep, fixtures, "huo-fig3", 1)
-    methods = {r["method"] for r in rep.rows}
-    assert methods == {"DO-ADP (24%)", "DPDO", "DP-DDA", "CPGT (24%)"}
-    assert "Theorem 3" in text and "GPGT" in text
+    rep, text = _report("huo-fig3", fixtures)
+    assert {r["method"] for r in rep.rows if r["kind"] == "private"} == \
+        {"DO-ADP (24%)", "DPDO", "DP-DDA", "CPGT (24%)"}
+    assert "GPGT" in text and "R = sqrt(2 q log 2)" in text
+    problem, x_star, _, _ = runs.lr_setup("a9a", 600)
+    d, q = problem.dim, problem.m
+    R = runs.x_star_bound(q)
+    assert float(torch.linalg.vector_norm(x_star)) <= R == pytest.approx(math.sqrt(2 * q *
+                                                                                   math.log(2)))
+    # DP-DDA: its own (RDP) account at delta = 1e-5 and the DDA step with the public R
+    alg, info = runs.lr_algorithm("DP-DDA", problem, q, 0.01, 1.0, 1.0, "theorem1", True)
+    mech = acct.Mechanism(1.0, d, d, 0.24, q, q)
+    assert info["sigma"] == pytest.approx(acct.calibrate_sigma(0.01, mech, "rdp", delta=1e-5,
+                                                               rel_tol=1e-3), rel=1e-12)
+    assert acct.dp_accounting_epsilon(info["sigma"], 1e-5, mech, "rdp") <= 0.01
+    assert alg.beta0 == pytest.approx(math.sqrt(1 + d * info["sigma"] ** 2) / R)
+    assert alg.clip.kind == "coordinate" and alg.p == 0.24
+    dpdo, _ = runs.lr_algorithm("DPDO", problem, q, 0.01, 1.0, 1.0, "theorem1", True)
+    assert dpdo.radius == R
+    # the table puts DO-ADP's run sigma under (7) and DP-DDA's under RDP, both also under PLD
+    sig = {r["method"]: r for r in rep.tables[0][1]}
+    assert sig["DO-ADP (24%)"]["sigma by (7)"] == pytest.approx(sig["DO-ADP (24%)"]["noise"])
+    assert sig["DP-DDA"]["sigma by rdp"] == pytest.approx(sig["DP-DDA"]["noise"], rel=1e-12)
+    for m in ("DO-ADP (24%)", "DP-DDA"):
+        assert sig[m]["sigma by pld"] < sig[m]["sigma by rdp"] < sig[m]["sigma by (7)"]
+    best = rep.claims[0]
+    assert best.diagnosis["verdict"] in ("reproduced", "not reproduced")
+    assert "DO-ADP (24%)" in best.diagnosis["measured"]
 
 
-def test_table2_and_fig4_quick(fixtures):
-    rep = get("huo-table2").run(quick=True, outdir=fixtures)
-    text = _check(rep, fixtures, "huo-table2", 3)
-    assert "93.35" in text and "Theorem 1 cannot apply" in text
-    assert len(rep.rows) == 8                     # 2 epsilons x 4 rates
-    runs = list((fixtures / "runs" / "huo-table2").glob("*.done.pt"))
-    assert len(runs) == 9                         # and the noise-free reference
-    reference = torch.load(next((fixtures / "runs" / "huo-table2").glob("quick-nonoise-*")),
-                           weights_only=False)
-    assert reference["sigma"] == 0 and math.isnan(reference["privacy"]["PLD eps"])  # no claim
-    assert f"test accuracy {100 * reference['test_accuracy']:.2f} %" in text
-    rep4 = get("huo-fig4").run(quick=True, outdir=fixtures)   # reuses the finished runs
-    _check(rep4, fixtures, "huo-fig4", 1)
+def test_cnn_quick_sweep_and_shared_runs(fixtures):
+    with cache_at(fixtures / "runs"):
+        rep, text = _report("huo-table2", fixtures)
+        assert "93.35" in text and "Theorem 1 cannot apply" in text and "B cancels" in text
+        assert all(c.verdict.value == "undecided" for c in rep.claims)
+        sweep = rep.tables[0][1]
+        assert [r["G"] for r in sweep] == [1.0, 3.0, "unclipped"]
+        # sigma is proportional to G (same mechanism otherwise)
+        assert sweep[1]["sigma (eps = 1)"] == pytest.approx(3 * sweep[0]["sigma (eps = 1)"],
+                                                            rel=2e-3)
+        G = huo.chosen_G(True)
+        best = max(sweep[:2], key=lambda r: (r["private accuracy % (eps = 1)"], -r["G"]))
+        assert G == best["G"] and f"picks G = {G:g}" in text
+        assert len(rep.rows) and {r["G"] for r in rep.rows if r["kind"] == "private"} == {G}
+        n = len(list((fixtures / "runs").glob("*.json")))
+        assert n == 5 + 8 + 1                      # sweep, 2 epsilons x 4 rates, reference
+        _report("huo-fig4", fixtures)
+        assert len(list((fixtures / "runs").glob("*.json"))) == n      # fig4 reuses them
 
 
-def test_cnn_run_resumes_exactly(fixtures):
-    spec = huo.cnn_spec(True)
-    spec.epochs, spec.checkpoint_every, spec.eval_every = 4.0, 1, 1
-    problem = huo.cnn_problem(spec)
-    graph = huo.circulant_graph()
-    full = huo.cnn_run(spec, problem, graph, 1.0, "80%", 0.8, 1.0, True, log=lambda m: None)
-    folder = fixtures / "runs" / "huo-table2"
-    done = next(folder.glob("*.done.pt"))
-    done.unlink()
-    # interrupt after iteration 2: keep only that checkpoint, then resume
-    snaps = []
+def test_cnn_run_resumes_from_its_snapshot(fixtures, monkeypatch):
+    r = huo._cnn("private", True, "80%", 1.0, 1.0)
+    r = r.replace(epochs=3.0, checkpoint_every=1, eval_every=1)
+    with cache_at(fixtures / "a"):
+        whole = execute([r]).rows[0]
+    save = checkpoints.save
 
-    def stop(msg):
-        if "checkpoint at iteration 2/" in msg:
-            snaps.append(torch.load(next(folder.glob("*.ckpt.pt")), weights_only=False))
+    def interrupted(snap, path):
+        save(snap, path)
+        if snap["iteration"] == 2:
             raise KeyboardInterrupt
 
-    with pytest.raises(KeyboardInterrupt):
-        huo.cnn_run(spec, problem, graph, 1.0, "80%", 0.8, 1.0, True, log=stop)
-    assert snaps[0]["iteration"] == 2
-    resumed = huo.cnn_run(spec, problem, graph, 1.0, "80%", 0.8, 1.0, True, log=lambda m: None)
-    assert resumed["test_accuracy"] == full["test_accuracy"]
-    np.testing.assert_equal(resumed["history"], full["history"])
-    assert resumed["bits"] == full["bits"]
-
-
-def test_full_sensitivity_column_charges_all_coordinates():
-    """Table II's sound column: with k = d it is the calibration's own account (the target
-    epsilon); with k < d the same sigma certifies a larger epsilon, by exactly the account with
-    k = d (all coordinates charged)."""
-    spec = huo.cnn_spec(False)
-
-    class Problem:
-        m = 400
-
-    run = {"sigma": 0.0, "k": 30, "d": 100, "p": 0.8, "T": 40}
-    mech = huo_privacy.Mechanism(G=spec.G, k=30, d=100, p=0.8, q=400, T=40, batch_size=spec.batch_size)
-    run["sigma"] = huo_privacy.calibrate_sigma(1.0, mech, "pld", delta=spec.delta, rel_tol=1e-3)
-    full = huo._full_sensitivity_eps(spec, Problem, run, quick=False)
-    dense = huo_privacy.Mechanism(G=spec.G, k=100, d=100, p=0.8, q=400, T=40, batch_size=spec.batch_size)
-    assert full == pytest.approx(huo_privacy.dp_accounting_epsilon(run["sigma"], spec.delta, dense, "pld"),
-                                 rel=1e-9)
-    assert full > 1.5    # sensitivity grows by sqrt(d/k) = 1.83
-    assert math.isnan(huo._full_sensitivity_eps(spec, Problem, run, quick=True))  # not computed
+    with cache_at(fixtures / "b"):
+        monkeypatch.setattr(checkpoints, "save", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            execute([r])
+        assert list((fixtures / "b").glob("*.partial/checkpoint.pt"))
+        monkeypatch.setattr(checkpoints, "save", save)
+        resumed = execute([r]).rows[0]
+        assert not list((fixtures / "b").glob("*.partial"))
+    assert resumed["T"] == whole["T"] >= 4
+    assert resumed["test_accuracy"] == whole["test_accuracy"]
+    assert resumed["test_accuracy_subset"] == whole["test_accuracy_subset"]

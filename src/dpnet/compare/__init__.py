@@ -45,9 +45,8 @@ def _code() -> str:
     """Hash of the entries and tasks modules and of the data root: a run argument, so that
     editing a grid, a mapping or a task's data makes the cached runs new (the engine hashes only
     the runs' own module)."""
-    from . import entries, tasks
-
     from ..experiments.common import data_root
+    from . import entries, tasks
 
     text = "".join(inspect.getsource(m) for m in (entries, tasks)) + data_root()
     return hashlib.sha256(text.encode()).hexdigest()[:12]
