@@ -112,3 +112,26 @@ def test_cli_compare_quick_writes_the_leaderboard(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "epsilon = 2:" in out and (tmp_path / "leaderboard.md").is_file()
     assert "--algorithms dpp2,ppdc" in (tmp_path / "leaderboard.md").read_text()
+
+
+def test_an_algorithm_that_does_not_apply_gets_a_row_saying_why(tmp_path, monkeypatch):
+    """DO-ADP clips per-sample gradients: on a problem without them its rows say "not
+    applicable" with the reason, are not ranked, and are listed under the task."""
+    t = tasks.build("nonconvex")
+    assert entries.entry("doadp").inapplicable(t) is None      # (37) has per-sample gradients
+    monkeypatch.setattr(type(t.problem), "supports_clip", False)
+    rows = compare.compare(["nonconvex"], [1.0], ["doadp", "dpp2"], quick=True, seeds=[0],
+                           tight="none")
+    doadp = [r for r in rows if r["algorithm"] == "doadp"]
+    assert len(doadp) == 1 and doadp[0]["status"].startswith("not applicable: its sensitivity")
+    assert math.isinf(doadp[0]["utility"])
+    assert [r["algorithm"] for r in compare.ranking(rows, "nonconvex", 1.0)] == ["dpp2"]
+    text = compare.markdown(rows, "dpnet compare", True)
+    assert "Not applicable to this task: **doadp**, its sensitivity" in text
+
+
+def test_problem_37_starts_away_from_its_near_stationary_origin():
+    t = tasks.build("nonconvex")
+    ref = compare.references("nonconvex", None, quick=True)
+    assert t.x0.shape == (10,) and np.all((t.x0 >= 0) & (t.x0 <= 1))
+    assert ref["start"] > 5 * ref["noise_free"]

@@ -1,5 +1,7 @@
 """Problems: gradients against autograd and finite differences, constants, optima, sampling."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -261,3 +263,29 @@ def test_logistic_regression_loss_and_grad_in_one_pass_equals_the_two_calls():
         loss, grad = p.loss_and_grad(x)
         assert loss == pytest.approx(p.loss(x), rel=1e-13)
         torch.testing.assert_close(grad, p.global_grad(x), rtol=1e-13, atol=1e-15)
+
+
+def test_nonconvex_logistic_clipped_minibatch_matches_the_per_record_equations():
+    """(37) as a finite sum over records: each sampled record's gradient is its loss term plus
+    the data-free regulariser, clipped in l2 before averaging (what DO-ADP needs)."""
+    from dpnet.problems.stochastic import Clip, clipped_stochastic_grad, sample_indices
+
+    p = problems.NonconvexLogistic.random(3, 20, 4, seed=2, lam=0.5, alpha=2.0)
+    rng = np.random.default_rng(1)
+    X = torch.from_numpy(rng.standard_normal((3, 4)))
+    streams = Streams(4)
+    idx = sample_indices(streams, 7, np.arange(3), 20, 5)
+    G = clipped_stochastic_grad(p, X, streams, 7, 5, np.arange(3), clip=Clip(0.4, "l2"))
+    V, u = p.V.numpy(), p.u.numpy()
+    for i in range(3):
+        x = X[i].numpy()
+        reg = 2 * 0.5 * 2.0 * x / (1 + 2.0 * x * x) ** 2
+        per = []
+        for j in idx[i].tolist():
+            g = -u[i, j] * V[i, j] / (1 + math.exp(u[i, j] * V[i, j] @ x)) + reg
+            per.append(g * min(1.0, 0.4 / np.linalg.norm(g)))
+        np.testing.assert_allclose(G[i].numpy(), np.mean(per, 0), rtol=1e-12)
+    # the per-sample gradients over every record average to the full local gradient
+    every = p.UV
+    np.testing.assert_allclose(p.per_sample_grads(every, X).mean(1).numpy(), p.grad(X).numpy(),
+                               rtol=1e-12, atol=1e-15)

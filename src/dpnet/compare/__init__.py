@@ -81,7 +81,7 @@ def trial(task: str, dataset: str | None, algorithm: str, params: dict, noise_fa
     alg = entry(algorithm).build(params, t).noise_scaled(noise_factor)
     start = time.perf_counter()
     try:
-        res = run(alg, t.problem, t.graph, iterations, x0=np.zeros(t.problem.dim), seed=seed,
+        res = run(alg, t.problem, t.graph, iterations, x0=t.x0, seed=seed,
                   log_every=iterations, reference=None)
     except DPNetError as err:       # a diverging run stops with a message, never NaN
         return {"status": f"diverged: {err}"}
@@ -151,8 +151,14 @@ def compare(tasks: Sequence[str] = ("logistic", "nonconvex"), epsilons=EPSILONS,
     for task in tasks:
         spec = task_spec(task)
         K = spec.quick_horizon if quick else spec.horizon
-        grid = {n: entry(n).grid[: 2 if quick else TRIALS] for n in names}
-        pairs = [(n, p, eps, entry(n).default) for n in names for eps in epsilons
+        t = build(task, dataset)
+        why = {n: entry(n).inapplicable(t) for n in names}
+        rows += [_aggregate(task, {"algorithm": n, "accountant": entry(n).default,
+                                   "target_epsilon": eps, "choice": {}}, [], why[n])
+                 for n in names if why[n] for eps in epsilons]
+        names_here = [n for n in names if not why[n]]
+        grid = {n: entry(n).grid[: 2 if quick else TRIALS] for n in names_here}
+        pairs = [(n, p, eps, entry(n).default) for n in names_here for eps in epsilons
                  for p in grid[n]]
         cal = _calibrations(task, dataset, pairs, K, jobs, log)
 
@@ -163,17 +169,17 @@ def compare(tasks: Sequence[str] = ("logistic", "nonconvex"), epsilons=EPSILONS,
         tuning = _trials(task, dataset, [case(*k) for k in pairs], K, [TUNING_SEED], "val",
                          jobs, log)
         chosen = {}
-        for n in names:
+        for n in names_here:
             for eps in epsilons:
                 cands = [r for r in tuning if r["algorithm"] == n and r["target_epsilon"] == eps]
                 chosen[n, eps] = min(cands, key=lambda r: (_score(r, "heldout_loss"),
                                                           json.dumps(r["choice"])))["choice"]
         second = {n: (entry(n).tight if tight == "entry" else None if tight == "none" else tight)
-                  for n in names}
-        extra = [(n, chosen[n, eps], eps, second[n]) for n in names for eps in epsilons
+                  for n in names_here}
+        extra = [(n, chosen[n, eps], eps, second[n]) for n in names_here for eps in epsilons
                  if second[n] and second[n] != entry(n).default]
         cal.update(_calibrations(task, dataset, extra, K, jobs, log))
-        cases = [case(n, chosen[n, eps], eps, entry(n).default) for n in names
+        cases = [case(n, chosen[n, eps], eps, entry(n).default) for n in names_here
                  for eps in epsilons] + [case(*k) for k in extra]
         final = _trials(task, dataset, cases, K, seeds, "test", jobs, log)
         for c in cases:
@@ -182,7 +188,8 @@ def compare(tasks: Sequence[str] = ("logistic", "nonconvex"), epsilons=EPSILONS,
     return rows
 
 
-def _aggregate(task: str, case: dict, runs: list[dict]) -> dict[str, Any]:
+def _aggregate(task: str, case: dict, runs: list[dict], inapplicable: str | None = None
+               ) -> dict[str, Any]:
     """Mean and std over seeds; a row certifies the calibration's (epsilon, delta), and one whose
     delta exceeds the axis' :data:`DELTA` is marked invalid (it would not share the axis)."""
     ok = [r for r in runs if r.get("status") == "ok"]
@@ -193,7 +200,8 @@ def _aggregate(task: str, case: dict, runs: list[dict]) -> dict[str, Any]:
            "choice": ", ".join(f"{k}={v:g}" for k, v in case["choice"].items()),
            "seeds": len(ok), "noise_factor": float(case.get("noise_factor", math.nan))}
     bad = [r["status"] for r in runs if r.get("status") != "ok"]
-    row["status"] = bad[0][:160] if bad else "ok"
+    row["status"] = (f"not applicable: {inapplicable}" if inapplicable else
+                     bad[0][:160] if bad else "ok")
     if row["delta"] > DELTA * (1 + 1e-9):
         row["status"] = f"invalid: certified delta {row['delta']:.3g} > {DELTA:g}"
         ok = []
@@ -211,14 +219,14 @@ def _aggregate(task: str, case: dict, runs: list[dict]) -> dict[str, Any]:
 
 
 def references(task: str, dataset: str | None, quick: bool) -> dict[str, float]:
-    """Utility of the start x = 0 and of noise-free gradient tracking (the best step of a small
+    """Utility of the start x0 and of noise-free gradient tracking (the best step of a small
     grid) at the task's horizon, on the test split: the scale every private row is read on."""
     from ..algorithms import GradientTracking
     from ..runner import run
 
     t = build(task, dataset)
     K = t.spec.quick_horizon if quick else t.spec.horizon
-    x0 = np.zeros(t.problem.dim)
+    x0 = t.x0
     best = None
     for eta in (0.3, 1.0, 3.0):
         try:
@@ -256,8 +264,13 @@ def write(rows: list[dict], out: str | Path, command: str, quick: bool,
     return paths
 
 
+def epsilons_of(rows: list[dict], task: str) -> list[float]:
+    return sorted({r["target_epsilon"] for r in rows if r["task"] == task})
+
+
 def ranking(rows: list[dict], task: str, eps: float) -> list[dict]:
-    sel = [r for r in rows if r["task"] == task and r["target_epsilon"] == eps]
+    sel = [r for r in rows if r["task"] == task and r["target_epsilon"] == eps
+           and not r["status"].startswith("not applicable")]
     return sorted(sel, key=lambda r: (r["utility"], r["algorithm"], r["accountant"]))
 
 
@@ -279,12 +292,17 @@ def markdown(rows: list[dict], command: str, quick: bool, dataset: str | None = 
         ref = references(task, dataset, quick)
         lines += [f"## {task}: {t.spec.title}", "", f"Ranked by {t.spec.utility} (lower is "
                   f"better), mean ± std over seeds, after K = {ref['iterations']} iterations "
-                  f"from x = 0. Plot: `utility-{task}.png`.", "",
-                  f"For scale: the start x = 0 has utility {ref['start']:.3e}; noise-free "
+                  f"from the public start x0. Plot: `utility-{task}.png`.", "",
+                  f"For scale: the start x0 has utility {ref['start']:.3e}; noise-free "
                   f"gradient tracking (eta = {ref['eta']:g}, the same K) reaches "
                   f"{ref['noise_free']:.3e} (test accuracy {ref['accuracy']:.4f}). A private row "
                   "above the start has not learned anything at that epsilon.", ""]
-        for eps in sorted({r["target_epsilon"] for r in rows if r["task"] == task}):
+        lines += [f"Not applicable to this task: **{r['algorithm']}**, "
+                  f"{r['status'].removeprefix('not applicable: ')}." for r in rows
+                  if r["task"] == task and r["status"].startswith("not applicable")
+                  and r["target_epsilon"] == min(epsilons_of(rows, task))]
+        lines += [""] if lines[-1] != "" else []
+        for eps in epsilons_of(rows, task):
             ranked = ranking(rows, task, eps)
             win = ranked[0]
             lines += [f"### epsilon = {eps:g}: winner {win['algorithm']} ({win['accountant']})",

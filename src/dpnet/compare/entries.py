@@ -43,6 +43,8 @@ class Entry:
     tight: str | None                               # the tightest one dpnet has, where different
     mapping: str
     options: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    #: task -> why this algorithm does not apply to it (None: it applies)
+    inapplicable: Callable[[Any], str | None] = lambda task: None
 
     def accountant_constants(self, task, accountant: str) -> dict[str, float]:
         """The assumptions, delta (which only (epsilon, delta) accountants read) and the
@@ -91,7 +93,10 @@ ENTRIES = {e.name: e for e in (
           "(m if smaller); "
           "Theorem 1 itself certifies only 'some delta' (about 0.04 here), so the default is its "
           "proof's step-by-step accountant at delta = 1e-5 (with the per-step delta0 = 1e-8, so "
-          "that T delta_t stays below it)", {"proof": {"delta0": 1e-8}}),
+          "that T delta_t stays below it)", {"proof": {"delta0": 1e-8}},
+          lambda task: None if getattr(task.problem, "supports_clip", False) else
+          f"its sensitivity comes from per-sample clipping; {type(task.problem).__name__} has no "
+          "per-sample gradients"),
 )}
 
 TRIALS = len(next(iter(ENTRIES.values())).grid)

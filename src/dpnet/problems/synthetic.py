@@ -10,7 +10,9 @@ import numpy as np
 import torch
 
 from ..errors import ParameterError, positive, positive_int, require
+from ..rng import Streams
 from .base import Problem, logistic_curvature, minimize_global
+from .stochastic import Clip, as_clip, sample_indices
 
 
 def _rng(seed: int) -> np.random.Generator:
@@ -23,9 +25,12 @@ class NonconvexLogistic(Problem):
     ``f_i(x) = (1/m) sum_j log(1 + exp(-u_ij x^T v_ij)) + sum_s lam*alpha*x_s^2 / (1 + alpha*x_s^2)``
 
     ``features`` has shape ``(n, m, d)`` (the ``v_ij``), ``labels`` ``(n, m)`` with entries +-1.
-    Global objective: the average ``(1/n) sum_i f_i`` (``convention="sum"`` for paper 004)."""
+    Global objective: the average ``(1/n) sum_i f_i`` (``convention="sum"`` for paper 004).
+    A finite sum over records: minibatches sample local records, and each per-sample gradient
+    (its loss term plus the data-free regulariser, as ``l_i`` in Huo et al.) can be clipped."""
 
     name = "nonconvex_logistic"
+    supports_clip = True
 
     def __init__(self, features, labels, lam: float = 1e-3, alpha: float = 1.0,
                  convention: str = "average") -> None:
@@ -73,6 +78,23 @@ class NonconvexLogistic(Problem):
         g = torch.einsum("nm,nmd->nd", s, UV)
         denominator = (X * X).mul_(self.alpha).add_(1.0).square_()
         return g.addcdiv_(X, denominator, value=2.0 * self.lam * self.alpha)
+
+    def stochastic_grad(self, X, rng: Streams, k, batch_size, agents=None, purpose="sample",
+                        clip: Clip | float | None = None):
+        a = self._agents(agents)
+        B = positive_int("batch_size", batch_size)
+        require(B <= self.m, "batch_size", B, f"batch_size <= local samples m = {self.m}")
+        idx = sample_indices(rng, k, a, self.m, B, purpose, device=self.device)
+        G = self.per_sample_grads(self.UV[self._index(self._slot(a))[:, None], idx], X)
+        clip = as_clip(clip)
+        return (G if clip is None else clip.apply(G)).mean(dim=1)
+
+    def per_sample_grads(self, UV: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+        """``(n, B, d)``: ``-sigmoid(-u v^T x_i) u v + 2 lam alpha x_i / (1 + alpha x_i^2)^2``
+        for the samples ``u v`` in UV."""
+        s = torch.sigmoid(-torch.einsum("nbd,nd->nb", UV, X))
+        reg = 2.0 * self.lam * self.alpha * X / (1.0 + self.alpha * X * X) ** 2
+        return -s[:, :, None] * UV + reg[:, None, :]
 
     def loss_and_grad(self, x):
         """One pass over the data at a single point: ``z = u v^T x`` serves both."""
