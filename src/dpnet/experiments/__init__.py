@@ -19,7 +19,7 @@ from .engine import Check, Diagnosis, Run, Spec, Table, Verdict, evaluate, execu
 from .report import Claim, Report
 
 __all__ = ["Experiment", "Report", "Claim", "Spec", "Run", "Check", "Diagnosis", "Table",
-           "Verdict", "execute", "experiment", "register", "get", "available", "reproduce"]
+           "Verdict", "execute", "register", "get", "available", "reproduce"]
 
 
 @dataclass(frozen=True)
@@ -27,16 +27,12 @@ class Experiment:
     name: str
     title: str
     paper: str
-    fn: Callable[..., None]
-    spec: Spec | None = None
+    spec: Spec
 
     def run(self, quick: bool = False, outdir: str | Path | None = None, jobs: int = 1,
             log: Callable[[str], None] | None = None) -> Report:
         report = Report(self.name, self.title, self.paper, quick=quick)
-        if self.spec is not None:
-            evaluate(self.spec, report, quick, jobs=jobs, log=log)
-        else:
-            self.fn(report, quick)
+        evaluate(self.spec, report, quick, jobs=jobs, log=log)
         if outdir is not None:
             report.write(outdir)
         return report
@@ -46,19 +42,9 @@ _REGISTRY: dict[str, Experiment] = {}
 _loaded = False
 
 
-def experiment(name: str, title: str, paper: str):
-    """Decorator registering ``fn(report, quick)`` as experiment ``name``."""
-
-    def wrap(fn):
-        _REGISTRY[name] = Experiment(name, title, paper, fn)
-        return fn
-
-    return wrap
-
-
 def register(spec: Spec) -> Spec:
     """Register a spec as experiment ``spec.name``."""
-    _REGISTRY[spec.name] = Experiment(spec.name, spec.title, spec.paper, None, spec)
+    _REGISTRY[spec.name] = Experiment(spec.name, spec.title, spec.paper, spec)
     return spec
 
 
