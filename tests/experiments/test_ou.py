@@ -11,6 +11,7 @@ from _verdicts import check_verdicts  # noqa: E402  (tests/experiments on sys.pa
 
 from dpnet import experiments
 from dpnet.experiments import Table
+from dpnet.experiments import _ou_runs as runs
 from dpnet.experiments import ou as exp
 from dpnet.privacy import ou
 
@@ -43,14 +44,14 @@ def test_setting_matches_the_paper():
         (50, 10, 200, 1e-3, 1.0)
     assert problem.convention == "sum"
     assert len(graph.edges) == 255 and graph.is_connected()
-    d = exp.algorithm("DPP2", exp.FIG3["DPP2"], 0.3)
+    d = runs.algorithm("DPP2", exp.FIG3["DPP2"], 0.3)
     assert (d.alpha, d.beta, d.rho, d.eta) == (0.0994, 0.05, 10.0, "random")
     assert d.noise_w.scale_at(2, 50)[0] == pytest.approx(0.994 * 0.09)
-    dia = exp.algorithm("DiaDSP", exp.FIG3["DiaDSP"], 0.3)
+    dia = runs.algorithm("DiaDSP", exp.FIG3["DiaDSP"], 0.3)
     assert dia.noise_y.scale_at(1, 50)[0] == pytest.approx(5 * 0.3)
-    p = exp.algorithm("PPDC", exp.FIG3["PPDC"], 0.3)
+    p = runs.algorithm("PPDC", exp.FIG3["PPDC"], 0.3)
     assert (p.gamma, p.omega, p.eta) == (65.0, 5.0, 0.01)
-    assert type(exp.algorithm("DiaDSP", exp.FIG3["DiaDSP"], None)).__name__ == "GradientTracking"
+    assert type(runs.algorithm("DiaDSP", exp.FIG3["DiaDSP"], None)).__name__ == "GradientTracking"
 
 
 def test_side_by_side_epsilons_agree_with_each_algorithms_own_accountant():
@@ -59,7 +60,7 @@ def test_side_by_side_epsilons_agree_with_each_algorithms_own_accountant():
     r, K = 0.9, 500                                    # finite in floating point (~1e24)
     rows = Table([{"method": m, "params": exp.FIG3[m]} for m in exp.FIG3])
     logs = exp.log10_eps(rows, r, K)
-    algs = {m: exp.algorithm(m, exp.FIG3[m], r) for m in exp.FIG3}
+    algs = {m: runs.algorithm(m, exp.FIG3[m], r) for m in exp.FIG3}
     own = {"DPP2": algs["DPP2"].privacy(problem, graph, K, adjacency_radius=2 * M).epsilon,
            "DiaDSP": algs["DiaDSP"].privacy(problem, graph, K, gradient_bound=M).epsilon,
            "PPDC": algs["PPDC"].privacy(problem, graph, K, gradient_bound=M).epsilon}
