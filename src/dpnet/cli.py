@@ -92,7 +92,7 @@ def build_algorithm(name: str, params: dict[str, Any]) -> algorithms.Algorithm:
 
 
 def cmd_list(args) -> int:
-    from . import experiments
+    from . import compare, experiments
 
     what = args.what
     tables = {
@@ -106,6 +106,8 @@ def cmd_list(args) -> int:
                      for k, v in problems._RANDOM.items()},
         "experiments": {k: f"{v.title} [{v.paper}]" for k, v in experiments.available().items()},
         "accountants": {k: ", ".join(v) for k, v in accountants.every().items()},
+        "tasks": {k: f"{v.title.format(dataset=v.dataset or 'a9a')} [{v.utility}]"
+                  for k, v in compare.TASKS.items()},
     }
     for section, rows in tables.items():
         if what not in (None, section):
@@ -295,7 +297,7 @@ def cmd_compare(args) -> int:
     from . import compare
     from .sweep import parse_seeds
 
-    tasks = [t for t in args.tasks.split(",") if t]
+    tasks = [t for t in args.tasks.split(",") if t] or list(compare.TASKS)
     epsilons = [float(e) for e in args.epsilons.split(",")] if args.epsilons else (
         [1.0, 4.0] if args.quick else list(compare.EPSILONS))
     algs = [a for a in args.algorithms.split(",") if a] if args.algorithms else None
@@ -342,7 +344,7 @@ def make_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("list", help="list algorithms, graphs, compressors, problems, experiments")
     s.add_argument("what", nargs="?", choices=["algorithms", "graphs", "compressors", "problems",
-                                               "experiments", "accountants"])
+                                               "tasks", "experiments", "accountants"])
     s.set_defaults(func=cmd_list)
     s = sub.add_parser("run", help="run a TOML configuration")
     s.add_argument("config")
@@ -394,8 +396,8 @@ def make_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("compare", help="calibrated privacy-utility leaderboard of the private "
                        "algorithms (each calibrated to every target epsilon and tuned the same "
                        "way)")
-    s.add_argument("--tasks", default="logistic,nonconvex", help="comma-separated: logistic, "
-                   "nonconvex")
+    s.add_argument("--tasks", default="", help="comma-separated subset of the tasks (default: "
+                   "all; `dpnet list tasks` names them)")
     s.add_argument("--epsilons", default="", help="targets, e.g. 0.5,1,2,4 (default: those; "
                    "1,4 with --quick)")
     s.add_argument("--algorithms", default="", help="comma-separated subset (default: all "

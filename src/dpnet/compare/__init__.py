@@ -31,8 +31,12 @@ import numpy as np
 
 from ..errors import DPNetError, ParameterError
 from ..experiments.engine import Run, execute
+from . import entries, tasks
 from .entries import DELTA, ENTRIES, LEFT_OUT, TRIALS, entry
-from .tasks import RELATION, build, task_spec
+from .tasks import RELATION, TASKS, build, task_spec
+
+#: modules that add tasks and entries (each registers its own at import)
+EXTENSIONS: tuple = ()
 
 EPSILONS = (0.5, 1.0, 2.0, 4.0)
 TUNING_SEED = 100
@@ -42,13 +46,12 @@ COLUMNS = ("task", "algorithm", "accountant", "target_epsilon", "certified_epsil
 
 
 def _code() -> str:
-    """Hash of the entries and tasks modules and of the data root: a run argument, so that
-    editing a grid, a mapping or a task's data makes the cached runs new (the engine hashes only
-    the runs' own module)."""
+    """Hash of this package's task and entry modules and of the data root: a run argument, so
+    that editing a grid, a mapping or a task's data makes the cached runs new (the engine hashes
+    only the runs' own module)."""
     from ..experiments.common import data_root
-    from . import entries, tasks
 
-    text = "".join(inspect.getsource(m) for m in (entries, tasks)) + data_root()
+    text = "".join(inspect.getsource(m) for m in (entries, tasks, *EXTENSIONS)) + data_root()
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -130,7 +133,7 @@ def _score(row: dict, key: str = "utility") -> float:
         float(u)) else math.inf
 
 
-def compare(tasks: Sequence[str] = ("logistic", "nonconvex"), epsilons=EPSILONS,
+def compare(tasks: Sequence[str] | None = None, epsilons=EPSILONS,
             algorithms: Sequence[str] | None = None, quick: bool = False,
             seeds: Sequence[int] = (0, 1, 2), dataset: str | None = None, jobs: int = 1,
             tight: str = "entry", log: Callable[[str], None] | None = None
@@ -148,7 +151,7 @@ def compare(tasks: Sequence[str] = ("logistic", "nonconvex"), epsilons=EPSILONS,
             raise ParameterError("epsilons", e, "0 < epsilon < inf")
     logging.getLogger("absl").setLevel(logging.ERROR)  # dp-accounting's per-order RDP chatter
     rows: list[dict[str, Any]] = []
-    for task in tasks:
+    for task in tasks or list(TASKS):
         spec = task_spec(task)
         K = spec.quick_horizon if quick else spec.horizon
         t = build(task, dataset)

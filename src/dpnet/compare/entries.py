@@ -67,7 +67,7 @@ def _xie_m(task) -> dict[str, float]:
     return {"gradient_bound": task.sensitivity / 2}
 
 
-ENTRIES = {e.name: e for e in (
+ENTRIES: dict[str, Entry] = {e.name: e for e in (
     Entry("diadsp", _grid((0.3, 1.0), "eta", (0.95, 0.99)),
           lambda t, task: algorithms.DiaDSP(t["eta"], _lap(t["q"]), _lap(t["q"])),
           _xie_m, "xie", "pld", "paper 000 Theorem 3 (as PGTC with C = I): M = R/m"),
@@ -100,6 +100,16 @@ ENTRIES = {e.name: e for e in (
 )}
 
 TRIALS = len(next(iter(ENTRIES.values())).grid)
+
+
+def register(e: Entry) -> Entry:
+    """Add an algorithm (modules of this package that benchmark one call this at import); its
+    grid must have :data:`TRIALS` trials, the same count as every other method's."""
+    if len(e.grid) != TRIALS:
+        raise ValueError(f"entry {e.name!r} has {len(e.grid)} trials; every method has {TRIALS}")
+    ENTRIES[e.name] = e
+    LEFT_OUT.pop(e.name, None)
+    return e
 
 #: private algorithms not in the benchmark, with the reason (printed in every leaderboard)
 LEFT_OUT = {

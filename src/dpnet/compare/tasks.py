@@ -15,7 +15,9 @@ the reported numbers a test split (logistic regression) or a fresh draw of the s
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,18 +40,18 @@ class TaskSpec:
     utility: str               # the ranked metric (lower is better)
     horizon: int
     quick_horizon: int
+    builder: Callable[[TaskSpec, str | None], Task]   # (spec, dataset) -> the built task
     n_agents: int = 10
     dataset: str = ""
 
 
-TASKS = {
-    "logistic": TaskSpec("logistic", "l2-regularised logistic regression (lambda = 1e-3) on "
-                         "LIBSVM {dataset}, 10 agents, circulant graph (offsets 1, 2)",
-                         "suboptimality f(xbar_K) - f*", 400, 80, dataset="a9a"),
-    "nonconvex": TaskSpec("nonconvex", "paper 000's nonconvex logistic problem (37) (m = 200, "
-                          "d = 10, lambda = 1e-3, alpha = 1), 10 agents, circulant graph",
-                          "||grad f(xbar_K)||^2", 400, 80),
-}
+TASKS: dict[str, TaskSpec] = {}
+
+
+def register(spec: TaskSpec) -> TaskSpec:
+    """Add a task (modules of this package that define one call this at import)."""
+    TASKS[spec.name] = spec
+    return spec
 
 
 def task_spec(name: str) -> TaskSpec:
@@ -61,16 +63,17 @@ def task_spec(name: str) -> TaskSpec:
 @dataclass
 class Task:
     """A built task: the training problem (the agents' data), the graph, per-agent record count
-    ``m``, the feature bound ``R`` and the evaluation splits."""
+    ``m``, the feature bound ``R``, the public start ``x0`` and ``score(xbar, split)``: the ranked
+    ``utility`` (lower is better) and the secondary ``heldout_loss`` (tuning reads it on the
+    validation split) and ``accuracy`` of the average iterate."""
 
     spec: TaskSpec
     problem: Any
     graph: graphs.Graph
     m: int
     R: float
-    evals: dict[str, Any]
-    reference: float            # f* of the training objective (logistic) or 0
-    x0: np.ndarray              # the public start shared by every agent and run
+    score: Callable[[np.ndarray, str], dict[str, float]]
+    x0: np.ndarray
     notes: tuple[str, ...] = ()
 
     @property
@@ -79,20 +82,10 @@ class Task:
 
     def utility(self, xbar: np.ndarray, split: str) -> dict[str, float]:
         """The ranked metric and the secondary ones of ``xbar`` (``split``: val or test)."""
-        x = torch.as_tensor(xbar, dtype=torch.float64)
-        if self.spec.name == "logistic":
-            Xs, ys = self.evals[split]
-            margins = ys * (Xs @ xbar)
-            return {"utility": float(self.problem.loss(x) - self.reference),
-                    "heldout_loss": float(np.mean(np.logaddexp(0.0, -margins))),
-                    "accuracy": float(np.mean(margins > 0))}
-        held = self.evals[split]
-        g = held.global_grad(x)
-        return {"utility": float((g * g).sum()), "heldout_loss": float(held.loss(x)),
-                "accuracy": float("nan")}
+        return self.score(np.asarray(xbar), split)
 
 
-def _unit_rows(X: np.ndarray) -> np.ndarray:
+def unit_rows(X: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(X, axis=1, keepdims=True)
     return X / np.maximum(norms, 1e-300)
 
@@ -107,39 +100,78 @@ def build(name: str, dataset: str | None = None) -> Task:
 @functools.lru_cache(maxsize=8)
 def _build(name: str, dataset: str | None, root: str) -> Task:
     spec = task_spec(name)
-    graph = graphs.circulant(spec.n_agents, offsets=(1, 2))
-    if name == "logistic":
-        from ..experiments import common
+    return spec.builder(spec, dataset)
 
-        ds = dataset or spec.dataset
-        X, y, notes = common.binary(ds)
-        X = _unit_rows(np.asarray(X, dtype=np.float64))
-        order = np.random.default_rng(0).permutation(len(y))
-        n_val = n_test = len(y) // 5
-        val, test, train = order[:n_val], order[n_val:n_val + n_test], order[n_val + n_test:]
-        problem = LogisticRegression.partition(X[train], y[train], spec.n_agents, seed=0,
-                                               reg=1e-3)
-        f_star = float(problem.loss(minimize_global(problem, tol=1e-12)))
-        evals = {s: (X[idx], np.where(y[idx] > 0, 1.0, -1.0)) for s, idx in
-                 (("val", val), ("test", test))}
-        spec = TaskSpec(**{**spec.__dict__, "title": spec.title.format(dataset=ds),
-                           "dataset": ds})
-        return Task(spec, problem, graph, problem.m, 1.0, evals, f_star,
-                    np.zeros(problem.dim), tuple(notes))
 
+def split_binary(dataset: str, n_agents: int, reg: float = 1e-3):
+    """A LIBSVM binary dataset with unit-norm rows, split 60/20/20 into the agents' training
+    problem and the validation and test sets ``(X, y in {-1, +1})``; ``f*`` of the training
+    objective and the loader's notes."""
+    from ..experiments import common
+
+    X, y, notes = common.binary(dataset)
+    X = unit_rows(np.asarray(X, dtype=np.float64))
+    order = np.random.default_rng(0).permutation(len(y))
+    n_val = n_test = len(y) // 5
+    val, test, train = order[:n_val], order[n_val:n_val + n_test], order[n_val + n_test:]
+    problem = LogisticRegression.partition(X[train], y[train], n_agents, seed=0, reg=reg)
+    f_star = float(problem.loss(minimize_global(problem, tol=1e-12)))
+    evals = {s: (X[idx], np.where(y[idx] > 0, 1.0, -1.0)) for s, idx in
+             (("val", val), ("test", test))}
+    return problem, evals, f_star, tuple(notes)
+
+
+def logistic_score(problem, evals: dict, f_star: float):
+    """Suboptimality of the training objective; held-out logistic loss and accuracy."""
+
+    def score(xbar: np.ndarray, split: str) -> dict[str, float]:
+        Xs, ys = evals[split]
+        margins = ys * (Xs @ xbar)
+        return {"utility": float(problem.loss(torch.as_tensor(xbar, dtype=torch.float64))
+                                 - f_star),
+                "heldout_loss": float(np.mean(np.logaddexp(0.0, -margins))),
+                "accuracy": float(np.mean(margins > 0))}
+
+    return score
+
+
+def _logistic(spec: TaskSpec, dataset: str | None) -> Task:
+    ds = dataset or spec.dataset
+    problem, evals, f_star, notes = split_binary(ds, spec.n_agents)
+    spec = dataclasses.replace(spec, title=spec.title.format(dataset=ds), dataset=ds)
+    return Task(spec, problem, graphs.circulant(spec.n_agents, offsets=(1, 2)), problem.m, 1.0,
+                logistic_score(problem, evals, f_star), np.zeros(problem.dim), notes)
+
+
+def _nonconvex(spec: TaskSpec, dataset: str | None) -> Task:
     def draw(seed: int) -> NonconvexLogistic:
         rng = np.random.default_rng(seed)
-        V = _unit_rows(rng.standard_normal((spec.n_agents * 200, 10)))
+        V = unit_rows(rng.standard_normal((spec.n_agents * 200, 10)))
         u = rng.choice([-1.0, 1.0], size=spec.n_agents * 200)
         return NonconvexLogistic(V.reshape(spec.n_agents, 200, 10), u.reshape(spec.n_agents, 200),
                                  lam=1e-3, alpha=1.0)
 
+    held = {"val": draw(1), "test": draw(2)}
+
+    def score(xbar: np.ndarray, split: str) -> dict[str, float]:
+        x = torch.as_tensor(xbar, dtype=torch.float64)
+        g = held[split].global_grad(x)
+        return {"utility": float((g * g).sum()), "heldout_loss": float(held[split].loss(x)),
+                "accuracy": float("nan")}
+
     # x = 0 is no start for (37): with balanced random labels its gradient is ~1e-5, below what
     # noise-free gradient tracking reaches in K steps, so "not moving" would win every epsilon.
     x0 = np.random.default_rng(3).uniform(0.0, 1.0, 10)
-    problem = draw(0)
-    return Task(spec, problem, graph, 200, 1.0, {"val": draw(1), "test": draw(2)}, 0.0, x0,
-                ("features v ~ N(0, I_10) scaled to the unit sphere (a bounded record is what "
-                 "the relation needs; the paper's draws are not given)",
-                 "start x0 ~ U[0, 1]^10 (one public draw, seed 3, shared by every agent and "
-                 "run): from x = 0 the problem is already nearly stationary"))
+    return Task(spec, draw(0), graphs.circulant(spec.n_agents, offsets=(1, 2)), 200, 1.0, score,
+                x0, ("features v ~ N(0, I_10) scaled to the unit sphere (a bounded record is what "
+                     "the relation needs; the paper's draws are not given)",
+                     "start x0 ~ U[0, 1]^10 (one public draw, seed 3, shared by every agent and "
+                     "run): from x = 0 the problem is already nearly stationary"))
+
+
+register(TaskSpec("logistic", "l2-regularised logistic regression (lambda = 1e-3) on LIBSVM "
+                  "{dataset}, 10 agents, circulant graph (offsets 1, 2)",
+                  "suboptimality f(xbar_K) - f*", 400, 80, _logistic, dataset="a9a"))
+register(TaskSpec("nonconvex", "paper 000's nonconvex logistic problem (37) (m = 200, d = 10, "
+                  "lambda = 1e-3, alpha = 1), 10 agents, circulant graph",
+                  "||grad f(xbar_K)||^2", 400, 80, _nonconvex))
