@@ -306,12 +306,28 @@ def cmd_compare(args) -> int:
                            dataset=args.dataset, jobs=args.jobs, tight=args.tight,
                            log=None if args.silent else lambda m: print("  " + m, flush=True))
     command = "dpnet compare " + " ".join(args.argv)
-    paths = compare.write(rows, args.out, command, args.quick, args.dataset)
+    audits = None
+    if args.audit:
+        from .compare import audit
+
+        picked = audit.sample(rows, args.audit_per_task)
+        audits = []
+        for r in picked:
+            audits.append(audit.audit_row(r, args.dataset, args.audit))
+            if not args.silent:
+                print(f"  audited {r['task']}/{r['algorithm']}: {audits[-1].get('status')}",
+                      flush=True)
+    paths = compare.write(rows, args.out, command, args.quick, args.dataset, audits)
     _print_rankings(compare, rows)
     print(f"wrote {', '.join(str(p) for p in paths.values())}")
     over = [r for r in rows if r["certified_epsilon"] > r["target_epsilon"] * (1 + 1e-9)]
     if over:          # calibration never overshoots; a row that did would be a bug, said loudly
         print(f"ERROR: {len(over)} row(s) certify more than their target epsilon")
+        return 1
+    violated = [a for a in audits or [] if a.get("violated")]
+    if violated:
+        print(f"ERROR: {len(violated)} audited configuration(s) exceed their claim: "
+              + ", ".join(f"{a['task']}/{a['algorithm']}" for a in violated))
         return 1
     return 0
 
@@ -409,6 +425,12 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--tight", default="entry", choices=("entry", "rdp", "pld", "none"),
                    help="accountant of the second row (default: the tightest per algorithm)")
     s.add_argument("--quick", action="store_true", help="short horizons, 2 trials per method")
+    s.add_argument("--audit", type=int, default=0, metavar="RUNS",
+                   help="audit a sample of the calibrated configurations (each algorithm's "
+                   "smallest-epsilon row per task) with RUNS runs per adjacent dataset, e.g. 4000 "
+                   "(default 0: no audit); exit status 1 if any exceeds its claim")
+    s.add_argument("--audit-per-task", type=int, default=None, metavar="N",
+                   help="at most N audited algorithms per task (default: every one)")
     s.add_argument("--jobs", type=int, default=1)
     s.add_argument("--silent", action="store_true")
     s.add_argument("--out", default="leaderboard")

@@ -212,11 +212,12 @@ class BatchProblem(Problem):
             out[rows] = prob.local_loss(X[rows], local)
         return out
 
-    def stochastic_grad(self, X, rng, k, batch_size, agents=None, purpose="sample"):
+    def stochastic_grad(self, X, rng, k, batch_size, agents=None, purpose="sample", clip=None):
         out = torch.empty_like(X)
+        extra = {} if clip is None else {"clip": clip}      # only clipping problems take it
         for prob, rows, local, glob in self._blocks(agents):
             out[rows] = prob.stochastic_grad(X[rows], _RowStreams(rng, glob), k, batch_size,
-                                             local, purpose)
+                                             local, purpose, **extra)
         return out
 
     @property

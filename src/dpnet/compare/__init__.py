@@ -248,8 +248,9 @@ def references(task: str, dataset: str | None, quick: bool) -> dict[str, float]:
 
 
 def write(rows: list[dict], out: str | Path, command: str, quick: bool,
-          dataset: str | None = None) -> dict[str, Path]:
-    """``leaderboard.csv``, ``leaderboard.md`` and one ``utility-<task>.png`` per task."""
+          dataset: str | None = None, audits: list[dict] | None = None) -> dict[str, Path]:
+    """``leaderboard.csv``, ``leaderboard.md`` and one ``utility-<task>.png`` per task (and
+    ``audit.csv`` with the audit section in ``leaderboard.md`` when ``audits`` are given)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     with (out / "leaderboard.csv").open("w", newline="") as fh:
@@ -262,7 +263,17 @@ def write(rows: list[dict], out: str | Path, command: str, quick: bool,
     for task in dict.fromkeys(r["task"] for r in rows):
         paths[f"png-{task}"] = _plot([r for r in rows if r["task"] == task], task,
                                      out / f"utility-{task}.png")
-    (out / "leaderboard.md").write_text(markdown(rows, command, quick, dataset))
+    text = markdown(rows, command, quick, dataset)
+    if audits:
+        from . import audit
+
+        with (out / "audit.csv").open("w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(dict.fromkeys(k for a in audits for k in a)))
+            w.writeheader()
+            w.writerows(audits)
+        paths["audit"] = out / "audit.csv"
+        text += "\n" + audit.markdown(audits)
+    (out / "leaderboard.md").write_text(text)
     paths["md"] = out / "leaderboard.md"
     return paths
 
