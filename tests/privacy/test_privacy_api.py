@@ -208,3 +208,19 @@ def test_pld_on_a_low_noise_run_coarsens_its_grid_instead_of_exhausting_memory()
     pure = alg.privacy(PROBLEM, GRAPH, 30, gradient_bound=1.0).epsilon
     pld = alg.privacy(PROBLEM, GRAPH, 30, accountant="pld", gradient_bound=1.0).epsilon
     assert pure > 1e4 and 0 < pld <= pure
+
+
+def test_pld_above_its_ceiling_returns_the_rdp_bound_instead_of_overflowing():
+    # pure epsilon ~ 2.5e9: the coarsened grid's gap would overflow expm1 in dp-accounting
+    from dpnet.privacy import accountants
+
+    alg = DiaDSP(0.15, _noise(1e-6), _noise(1e-6))
+    kw = dict(gradient_bound=1.0, delta=1e-5)
+    rdp = alg.privacy(PROBLEM, GRAPH, 30, accountant="rdp", **kw).epsilon
+    pld = alg.privacy(PROBLEM, GRAPH, 30, accountant="pld", **kw).epsilon
+    assert rdp > accountants.PLD_CEILING and pld == rdp
+    # below the ceiling the PLD account is taken, and it is the tighter one
+    calm = DiaDSP(0.15, _noise(50.0), _noise(50.0))
+    rdp, pld = (calm.privacy(PROBLEM, GRAPH, 30, accountant=a, **kw).epsilon
+                for a in ("rdp", "pld"))
+    assert pld < rdp < accountants.PLD_CEILING

@@ -187,6 +187,11 @@ def _dp_events(mech: Mechanism) -> list:
     return events
 
 
+#: above this RDP/pure epsilon the PLD account is not attempted (it would only tighten an epsilon
+#: no one targets; calibration explores such noise levels on its way and must not overflow)
+PLD_CEILING = 100.0
+
+
 def _dp_accounting_epsilon(mech: Mechanism, delta: float, kind: str) -> float:
     import dp_accounting as dpa
     from dp_accounting.pld import PLDAccountant
@@ -201,7 +206,9 @@ def _dp_accounting_epsilon(mech: Mechanism, delta: float, kind: str) -> float:
     rdp.compose(dpa.ComposedDpEvent(events))
     rdp_eps = float(rdp.get_epsilon(delta))
     pure = _pure_epsilon(mech)
-    if kind == "rdp":
+    if kind == "rdp" or min(rdp_eps, pure) > PLD_CEILING:
+        # far above any budget a user targets, a PLD's tightening changes nothing that matters,
+        # and its grid (or expm1 of its gap) overflows: the RDP/pure bound stands
         return min(rdp_eps, pure)
     # a PLD's grid spans the privacy loss: at 1e-4 per step, an epsilon of 10^6 would need 10^10
     # points (an out-of-memory kill, not an error). Coarsen the pessimistic grid with the RDP
