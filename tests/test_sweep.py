@@ -80,6 +80,20 @@ def test_run_with_overrides_from_the_command_line(tmp_path):
     assert summary["iterations"] == 5 and summary["params"]["eta"] == 0.2
 
 
+def test_overrides_may_follow_the_options(tmp_path, capsys):
+    out = tmp_path / "o"
+    assert cli.main(["run", str(EXAMPLE), "--out", str(out), "--quiet", *TINY,
+                     "algorithm.eta=0.2"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["iterations"] == 5 and summary["params"]["eta"] == 0.2
+    # a misspelled key after the options is still an error naming it
+    assert cli.main(["run", str(EXAMPLE), "--out", str(out), "--quiet", "iteratons=5"]) == 2
+    assert "unknown configuration key 'iteratons'" in capsys.readouterr().err
+    # a stray word that is no override is refused, not dropped
+    with pytest.raises(SystemExit):
+        cli.main(["run", str(EXAMPLE), "--quiet", "stray"])
+
+
 def test_parsers():
     assert parse_seeds("0-4") == [0, 1, 2, 3, 4]
     assert parse_seeds("0,2,7") == [0, 2, 7]

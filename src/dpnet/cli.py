@@ -469,6 +469,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if getattr(args, "takes_extra", False):
             return args.func(args, extra)
+        if hasattr(args, "overrides"):
+            # key=value overrides may follow the options (argparse stops the positional at the
+            # first option): the leftover key=value words are overrides too
+            args.overrides += [w for w in extra if "=" in w and not w.startswith("-")]
+            extra = [w for w in extra if w not in args.overrides]
         if extra:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         return args.func(args)
