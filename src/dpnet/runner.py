@@ -261,7 +261,9 @@ def run(algorithm: Algorithm, problem: Problem, graph: Graph, iterations: int,
     algorithm.check_graph(graph)
     algorithm.check_problem(problem)
     rng = Streams(seed)
-    net = network or Network(graph, record=record, float_bits=float_bits, rng=rng, device=device)
+    # the state's dtype is the problem's (a NeuralProblem's rows are float32)
+    net = network or Network(graph, record=record, float_bits=float_bits, rng=rng, device=device,
+                             dtype=getattr(problem, "dtype", torch.float64))
     problem = problem.to(device)
     if problem.held is not None and not np.isin(net.agents, problem.held).all():
         raise ParameterError("problem.held", ranges_text(problem.held), "the data of every agent of "
