@@ -28,17 +28,20 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from ..errors import DPNetError, ParameterError
 from ..experiments.engine import Run, execute
-from . import entries, tasks
+from . import cnn, directed, entries, online, tasks
 from .entries import DELTA, ENTRIES, LEFT_OUT, TRIALS, entry
 from .tasks import RELATION, TASKS, build, task_spec
 
 #: modules that add tasks and entries (each registers its own at import)
-EXTENSIONS: tuple = ()
+EXTENSIONS: tuple = (online, directed, cnn)
 
 EPSILONS = (0.5, 1.0, 2.0, 4.0)
+#: statuses of rows that are listed under their task but not ranked
+UNRANKED = ("not applicable", "refused")
 TUNING_SEED = 100
 COLUMNS = ("task", "algorithm", "accountant", "target_epsilon", "certified_epsilon", "delta",
            "utility", "utility_std", "accuracy", "bits_per_agent", "seconds", "noise_factor",
@@ -85,7 +88,8 @@ def trial(task: str, dataset: str | None, algorithm: str, params: dict, noise_fa
     start = time.perf_counter()
     try:
         res = run(alg, t.problem, t.graph, iterations, x0=t.x0, seed=seed,
-                  log_every=iterations, reference=None)
+                  log_every=iterations, reference=None,
+                  float_bits=32 if getattr(t.problem, "dtype", None) == torch.float32 else 64)
     except DPNetError as err:       # a diverging run stops with a message, never NaN
         return {"status": f"diverged: {err}"}
     return {"status": "ok", **t.utility(res.x.mean(axis=0), split),
@@ -152,15 +156,14 @@ def compare(tasks: Sequence[str] | None = None, epsilons=EPSILONS,
     logging.getLogger("absl").setLevel(logging.ERROR)  # dp-accounting's per-order RDP chatter
     rows: list[dict[str, Any]] = []
     for task in tasks or list(TASKS):
-        spec = task_spec(task)
-        K = spec.quick_horizon if quick else spec.horizon
         t = build(task, dataset)
-        why = {n: entry(n).inapplicable(t) for n in names}
+        K = t.spec.quick_horizon if quick else t.spec.horizon   # the built task's (as references)
+        why = {n: t.exclude(n) or entry(n).inapplicable(t) for n in names}
         rows += [_aggregate(task, {"algorithm": n, "accountant": entry(n).default,
                                    "target_epsilon": eps, "choice": {}}, [], why[n])
                  for n in names if why[n] for eps in epsilons]
         names_here = [n for n in names if not why[n]]
-        grid = {n: entry(n).grid[: 2 if quick else TRIALS] for n in names_here}
+        grid = {n: entry(n).grid_for(task)[: 2 if quick else TRIALS] for n in names_here}
         pairs = [(n, p, eps, entry(n).default) for n in names_here for eps in epsilons
                  for p in grid[n]]
         cal = _calibrations(task, dataset, pairs, K, jobs, log)
@@ -223,13 +226,16 @@ def _aggregate(task: str, case: dict, runs: list[dict], inapplicable: str | None
 
 def references(task: str, dataset: str | None, quick: bool) -> dict[str, float]:
     """Utility of the start x0 and of noise-free gradient tracking (the best step of a small
-    grid) at the task's horizon, on the test split: the scale every private row is read on."""
+    grid) at the task's horizon, on the test split: the scale every private row is read on. A
+    task with its own ``reference`` (:class:`~.tasks.Task`) uses that instead."""
     from ..algorithms import GradientTracking
     from ..runner import run
 
     t = build(task, dataset)
     K = t.spec.quick_horizon if quick else t.spec.horizon
     x0 = t.x0
+    if t.reference is not None:     # the task's own (the CNN: full gradients cost too much)
+        return {"iterations": K, "start": t.utility(x0, "test")["utility"], **t.reference(K)}
     best = None
     for eta in (0.3, 1.0, 3.0):
         try:
@@ -240,8 +246,9 @@ def references(task: str, dataset: str | None, quick: bool) -> dict[str, float]:
         u = t.utility(res.x.mean(axis=0), "test")
         if best is None or u["utility"] < best["noise_free"]:
             best = {"eta": eta, "noise_free": u["utility"], "accuracy": u["accuracy"]}
-    return {"iterations": K, "start": t.utility(x0, "test")["utility"], **(best or {
-        "eta": math.nan, "noise_free": math.nan, "accuracy": math.nan})}
+    best = best or {"eta": math.nan, "noise_free": math.nan, "accuracy": math.nan}
+    return {"iterations": K, "start": t.utility(x0, "test")["utility"],
+            "method": f"gradient tracking (eta = {best['eta']:g})", **best}
 
 
 # -- outputs -----------------------------------------------------------------------------------
@@ -284,7 +291,7 @@ def epsilons_of(rows: list[dict], task: str) -> list[float]:
 
 def ranking(rows: list[dict], task: str, eps: float) -> list[dict]:
     sel = [r for r in rows if r["task"] == task and r["target_epsilon"] == eps
-           and not r["status"].startswith("not applicable")]
+           and not r["status"].startswith(UNRANKED)]
     return sorted(sel, key=lambda r: (r["utility"], r["algorithm"], r["accountant"]))
 
 
@@ -292,10 +299,14 @@ def markdown(rows: list[dict], command: str, quick: bool, dataset: str | None = 
     lines = ["# Privacy-utility leaderboard", "",
              f"Regenerate: `{command}`" + (" (quick: short horizons, 2 trials per method)"
                                            if quick else ""), "",
-             f"**Neighbouring relation (every task):** {RELATION}. Each algorithm's guarantee is "
-             "expressed under it through its mechanism's sensitivity (mapping per algorithm "
-             f"below). Pure-epsilon and (epsilon, delta) rows share the epsilon axis at delta = "
-             f"{DELTA:g}.", "",
+             "**Neighbouring relation:** one per task (stated under each task; for the "
+             f"finite-sum tasks: {RELATION}). Each algorithm's guarantee is expressed under it "
+             "through its mechanism's sensitivity (mapping per algorithm below). Pure-epsilon "
+             f"and (epsilon, delta) rows share the epsilon axis at delta = {DELTA:g}.", "",
+             "**What is private:** every guarantee covers the messages the agents exchange (the "
+             "papers' eavesdropper). The utility is read on the average of the agents' final "
+             "states, which, as in the papers, is not itself a function of the messages alone: "
+             "publishing that model is outside the guarantees here.", "",
              f"**Tuning:** {TRIALS} trials per method over its own grid, chosen on held-out "
              "validation loss under the default accountant, then the reported seeds on the test "
              "split; the "
@@ -304,17 +315,22 @@ def markdown(rows: list[dict], command: str, quick: bool, dataset: str | None = 
     for task in dict.fromkeys(r["task"] for r in rows):
         t = build(task, dataset)
         ref = references(task, dataset, quick)
-        lines += [f"## {task}: {t.spec.title}", "", f"Ranked by {t.spec.utility} (lower is "
+        lines += [f"## {task}: {t.spec.title}", "", f"**Relation:** {t.spec.relation}.", "",
+                  *(f"- {n}" for n in t.notes), *([""] if t.notes else []),
+                  f"Ranked by {t.spec.utility} (lower is "
                   f"better), mean ± std over seeds, after K = {ref['iterations']} iterations "
                   f"from the public start x0. Plot: `utility-{task}.png`.", "",
                   f"For scale: the start x0 has utility {ref['start']:.3e}; noise-free "
-                  f"gradient tracking (eta = {ref['eta']:g}, the same K) reaches "
+                  f"{ref['method']} at the same K reaches "
                   f"{ref['noise_free']:.3e} (test accuracy {ref['accuracy']:.4f}). A private row "
                   "above the start has not learned anything at that epsilon.", ""]
         lines += [f"Not applicable to this task: **{r['algorithm']}**, "
                   f"{r['status'].removeprefix('not applicable: ')}." for r in rows
                   if r["task"] == task and r["status"].startswith("not applicable")
                   and r["target_epsilon"] == min(epsilons_of(rows, task))]
+        lines += [f"Refused by its accountant: **{r['algorithm']}** ({r['accountant']}) at "
+                  f"epsilon = {r['target_epsilon']:g}: {r['status'].removeprefix('refused: ')}"
+                  for r in rows if r["task"] == task and r["status"].startswith("refused")]
         lines += [""] if lines[-1] != "" else []
         for eps in epsilons_of(rows, task):
             ranked = ranking(rows, task, eps)

@@ -40,6 +40,9 @@ from .entries import entry
 from .tasks import build
 
 AUDIT_ITERATIONS = 3
+UNBOUNDED_RECORD = 10.0
+#: floats held per state in one batch of copies (n agents x d coordinates each)
+BATCH_FLOATS = 20_000_000
 #: silent noise factors tried, in order, until the audit catches one (the test's resolution)
 MUTATIONS = (0.1, 0.01, 0.001)
 
@@ -89,10 +92,14 @@ class RecordPair(Problem):
 
 
 def pair(task) -> tuple[RecordPair, RecordPair]:
-    """The worst-case adjacent datasets of ``task``'s relation (see the module docstring)."""
+    """The worst-case adjacent datasets of ``task``'s relation (see the module docstring). A task
+    without a record bound (``R = inf``: only clipping algorithms apply) gets records of norm
+    :data:`UNBOUNDED_RECORD`, above every clipping bound of the entries, which clipping then
+    brings to the worst case."""
     d = task.problem.dim
     u = np.ones(d) / math.sqrt(d)
-    return tuple(RecordPair(task.problem.n_agents, task.m, u, task.R, s,
+    R = task.R if math.isfinite(task.R) else UNBOUNDED_RECORD
+    return tuple(RecordPair(task.problem.n_agents, task.m, u, R, s,
                             task.problem.smoothness) for s in (1.0, -1.0))
 
 
@@ -132,7 +139,7 @@ def audit_row(row: dict, dataset: str | None = None, repetitions: int = 4000,
     innovations = _agent0_innovations(np.asarray(t.graph.W))
 
     def transcripts(algorithm, copies: int, w: int, first: int) -> np.ndarray:
-        parts, chunk = [], max(1, 100_000 // t.graph.n)
+        parts, chunk = [], max(1, BATCH_FLOATS // (t.graph.n * t.problem.dim))
         for start in range(0, copies, chunk):
             c = np.arange(start, min(copies, start + chunk))
             parts.append(innovations(run_copies(algorithm, problems, t.graph, iterations, t.x0,
@@ -164,10 +171,13 @@ def audit_row(row: dict, dataset: str | None = None, repetitions: int = 4000,
 
 
 def sample(rows: Sequence[dict], per_task: int | None = None) -> list[dict]:
-    """The audited sample: per task, each algorithm's default-accountant row at the smallest
-    target epsilon it ran (``per_task`` caps the count)."""
+    """The audited sample: per finite-sum task, each algorithm's default-accountant row at the
+    smallest target epsilon it ran (``per_task`` caps the count). A stream's relation (a record
+    at one step) is not the finite-sum pair :func:`pair` builds: its rows are not audited."""
+    from .tasks import task_spec
+
     picked = []
-    for task in dict.fromkeys(r["task"] for r in rows):
+    for task in dict.fromkeys(r["task"] for r in rows if task_spec(r["task"]).finite_sum):
         seen = set()
         for r in sorted((r for r in rows if r["task"] == task and r["status"] == "ok"
                          and r["accountant"] == entry(r["algorithm"]).default),

@@ -45,6 +45,12 @@ class Entry:
     options: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
     #: task -> why this algorithm does not apply to it (None: it applies)
     inapplicable: Callable[[Any], str | None] = lambda task: None
+    #: task name -> the grid on that task where ``grid`` does not suit it (the same count)
+    task_grids: dict[str, tuple[dict[str, float], ...]] = dataclasses.field(default_factory=dict)
+
+    def grid_for(self, task: str) -> tuple[dict[str, float], ...]:
+        """The tuning trials on ``task``."""
+        return self.task_grids.get(task, self.grid)
 
     def accountant_constants(self, task, accountant: str) -> dict[str, float]:
         """The assumptions, delta (which only (epsilon, delta) accountants read) and the
@@ -105,8 +111,10 @@ TRIALS = len(next(iter(ENTRIES.values())).grid)
 def register(e: Entry) -> Entry:
     """Add an algorithm (modules of this package that benchmark one call this at import); its
     grid must have :data:`TRIALS` trials, the same count as every other method's."""
-    if len(e.grid) != TRIALS:
-        raise ValueError(f"entry {e.name!r} has {len(e.grid)} trials; every method has {TRIALS}")
+    for grid in (e.grid, *e.task_grids.values()):
+        if len(grid) != TRIALS:
+            raise ValueError(f"entry {e.name!r} has {len(grid)} trials; every method has "
+                             f"{TRIALS}")
     ENTRIES[e.name] = e
     LEFT_OUT.pop(e.name, None)
     return e
@@ -122,11 +130,12 @@ LEFT_OUT = {
     "dpdo": "per-step LDP (PDOP of paper 002 / Huang et al.); its box radius would need the "
             "unknown ||x*||",
     "dp_dda": "its constraint box needs a public radius for x*, which the tasks do not define",
-    "directed_dpgt": "a directed-graph algorithm: the directed logistic task is not built yet",
-    "kang_wddp": "paper 003 baseline: directed-graph task not built yet",
-    "wang_basar_ternary": "paper 003 baseline: directed-graph task not built yet",
-    "yan_binomial": "paper 003 baseline: directed-graph task not built yet",
-    "cwz_quantized": "paper 003 baseline: directed-graph task not built yet",
+    "kang_wddp": "paper 003's baseline [33] is federated: every party's noisy gradient is "
+                 "averaged at a central server (dpnet emulates it on a complete graph with "
+                 "identical rows W = 1 p^T); no task's graph has a server, and running it on one "
+                 "would compare another communication topology, not another algorithm",
+    "yan_binomial": "paper 003's baseline [37] is federated like kang_wddp (quantized gradients "
+                    "averaged at a central server): no task's graph has a server",
 }
 
 

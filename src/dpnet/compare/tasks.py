@@ -43,6 +43,8 @@ class TaskSpec:
     builder: Callable[[TaskSpec, str | None], Task]   # (spec, dataset) -> the built task
     n_agents: int = 10
     dataset: str = ""
+    relation: str = RELATION   # the neighbouring relation every guarantee on the task is under
+    finite_sum: bool = True    # False: a stream, each record used at one step only
 
 
 TASKS: dict[str, TaskSpec] = {}
@@ -75,6 +77,11 @@ class Task:
     score: Callable[[np.ndarray, str], dict[str, float]]
     x0: np.ndarray
     notes: tuple[str, ...] = ()
+    #: entry name -> why that entry does not apply to this task (None: the entry decides)
+    exclude: Callable[[str], str | None] = lambda name: None
+    #: horizon K -> the noise-free reference {"method", "noise_free", "accuracy"} on the test
+    #: split (None: gradient tracking from x0, :func:`dpnet.compare.references`)
+    reference: Callable[[int], dict[str, Any]] | None = None
 
     @property
     def sensitivity(self) -> float:

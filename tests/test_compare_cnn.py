@@ -1,0 +1,139 @@
+"""``dpnet compare``'s MNIST CNN task on the tests' tiny MNIST fixture (60 training, 20 test
+images): the splits, the clipped record sensitivity checked numerically, DO-ADP's calibrated
+noise against Theorem 1's proof accountant computed by hand, the quick leaderboard, the Laplace
+methods' "not applicable" rows (and nothing changed on the other tasks), the reference."""
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from dpnet import compare, data
+from dpnet.compare import cnn, entries, tasks
+from dpnet.experiments import common
+from dpnet.problems.stochastic import Clip
+
+FIX = Path(__file__).resolve().parent / "data"
+
+
+@pytest.fixture(autouse=True)
+def fixture_data(one_thread):
+    with common.use_data(FIX):
+        yield
+
+
+def test_the_splits_and_the_start():
+    t = tasks.build("mnist_cnn")
+    parts = data.split_even(60, 10, seed=0)
+    assert t.problem.n_agents == 10 and t.m == 5 == t.problem.m     # 6 per share: 5 + 1
+    np.testing.assert_array_equal(t.problem.parts.numpy(), parts[:, :5])
+    assert math.isinf(t.R) and math.isinf(t.sensitivity)             # no bound on a CNN record
+    assert t.graph.n == 10 and t.graph.is_doubly_stochastic()
+    np.testing.assert_array_equal(t.x0, t.problem.x0.numpy())        # the seeded CNN's weights
+    val = t.utility(t.x0, "val")
+    assert val["utility"] == pytest.approx(1 - val["accuracy"]) and val["heldout_loss"] > 0
+    # the validation split is the rest of each share: 10 records none of the agents train on
+    assert not set(parts[:, 5:].ravel()) & set(t.problem.parts.numpy().ravel())
+
+
+def test_a_replaced_record_moves_the_clipped_minibatch_mean_by_at_most_2G_over_B():
+    """DO-ADP's sensitivity on the CNN: every per-sample gradient clipped at G = 1, so replacing
+    one of the B records moves the mean by <= 2G/B, however large the raw gradients are."""
+    t = tasks.build("mnist_cnn")
+    p, B, G = t.problem, t.m, 1.0
+    clip = Clip(G, "l2")
+    X = 3.0 * torch.as_tensor(t.x0).repeat(10, 1)   # weights x3: raw gradients grow ~x3^3
+    X = X + 0.05 * torch.randn(X.shape, generator=torch.Generator().manual_seed(0))
+    idx = torch.arange(B).expand(10, -1)
+    raw = p.per_sample_grads(X, idx)                                  # (n, B, P)
+    clipped = clip.apply(raw)
+    assert float(clipped.norm(dim=-1).max()) <= G * (1 + 1e-5)
+    worst = 0.0
+    for j in range(B):                       # record j of agent 0 replaced by agent i's record j
+        for i in range(1, 10):
+            diff = (clipped[0].sum(0) - clipped[0, j] + clipped[i, j]) / B - clipped[0].mean(0)
+            worst = max(worst, float(diff.norm()))
+    assert 0 < worst <= 2 * G / B * (1 + 1e-5)
+    # without clipping the same replacement moves it by far more than any R/m of the other tasks
+    assert float(raw.norm(dim=-1).max()) > 10 * G
+
+
+def test_doadp_proof_calibration_matches_theorem_1s_proof_by_hand():
+    t = tasks.build("mnist_cnn")
+    K, eps, delta, delta0 = 10, 2.0, 1e-5, 1e-8
+    out = compare.calibration("mnist_cnn", None, "doadp", cnn.CNN_GRID[0], eps, "proof", K)
+    assert out["status"] == "ok" and out["delta"] <= delta * (1 + 1e-9)
+    sigma = out["noise_factor"]                          # the entry's unit sigma is 1
+    # Lemma 1: eps_t = sqrt(2 ln(1.25/delta0)) Delta / sigma, Delta = 2G/B (k = d), G = 1;
+    # Lemma 4: eps'_t = ln(1 + g (e^eps_t - 1)), g = pB/q; Lemma 5 at delta_hat solving delta
+    B = min(entries.DOADP_BATCH, t.m)
+    g = B / t.m
+    eps_t = math.sqrt(2 * math.log(1.25 / delta0)) * (2.0 / B) / sigma
+    amp = math.log1p(g * math.expm1(eps_t))
+    S = K * amp ** 2
+    dh = 1 - (1 - delta) / (1 - g * delta0) ** K
+    by_hand = math.sqrt(2 * S * math.log(math.e + math.sqrt(S) / dh)) + S
+    assert by_hand == pytest.approx(out["certified_epsilon"], rel=1e-9)
+    assert eps * (1 - 1e-3) <= by_hand <= eps
+
+
+def test_doadp_rdp_calibration_matches_dp_accounting_directly():
+    from dp_accounting import dp_event
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp
+
+    t = tasks.build("mnist_cnn")
+    K, eps = 10, 2.0
+    out = compare.calibration("mnist_cnn", None, "doadp", cnn.CNN_GRID[0], eps, "rdp", K)
+    B = min(entries.DOADP_BATCH, t.m)
+    acc = rdp.RdpAccountant()               # noise multiplier sigma / (2G/B), sampling B/m
+    acc.compose(dp_event.PoissonSampledDpEvent(B / t.m, dp_event.GaussianDpEvent(
+        out["noise_factor"] / (2.0 / B))), K)
+    assert acc.get_epsilon(1e-5) == pytest.approx(out["certified_epsilon"], rel=1e-6)
+    assert eps * (1 - 1e-3) <= out["certified_epsilon"] <= eps
+
+
+def test_quick_leaderboard_on_the_cnn_never_certifies_above_its_target(tmp_path):
+    rows = compare.compare(["mnist_cnn"], [1.0, 4.0], quick=True, seeds=[0, 1], tight="rdp")
+    ran = [r for r in rows if not r["status"].startswith("not applicable")]
+    assert {(r["algorithm"], r["accountant"]) for r in ran} == {("doadp", "proof"),
+                                                               ("doadp", "rdp")}
+    for r in ran:
+        assert r["status"] == "ok" and r["seeds"] == 2, r
+        assert r["target_epsilon"] * 0.99 <= r["certified_epsilon"] <= r["target_epsilon"]
+        assert r["delta"] <= entries.DELTA
+        assert 0 <= r["utility"] <= 1 and r["utility"] == pytest.approx(1 - r["accuracy"])
+        assert r["bits_per_agent"] > 0
+        assert r["choice"] in ("alpha=0.01, beta=0.5", "alpha=0.03, beta=0.5")  # CNN grid[:2]
+    why = {r["algorithm"]: r["status"] for r in rows if r["status"].startswith("not applicable")}
+    for name in cnn.LAPLACE_FULL_GRADIENT:
+        assert why[name] == f"not applicable: {cnn.UNBOUNDED}"
+    assert why["dp_dda"] == f"not applicable: {cnn.DPDDA_NOTE}"
+    assert [r["algorithm"] for r in compare.ranking(rows, "mnist_cnn", 1.0)] == ["doadp"] * 2
+    paths = compare.write(rows, tmp_path, "dpnet compare --quick --tasks mnist_cnn", True)
+    text = paths["md"].read_text()
+    assert "momentum DSGD (no clipping" in text and "test error 1 - accuracy" in text
+    assert f"Not applicable to this task: **diadsp**, {cnn.UNBOUNDED}" in text
+
+
+def test_other_tasks_keep_their_grids_and_applicability():
+    t = tasks.build("logistic", "a9a")
+    for name in cnn.LAPLACE_FULL_GRADIENT:
+        assert t.exclude(name) is None and entries.entry(name).inapplicable(t) is None
+    e = entries.entry("doadp")
+    assert e.grid_for("logistic") == e.grid != cnn.CNN_GRID == e.grid_for("mnist_cnn")
+    assert len(cnn.CNN_GRID) == entries.TRIALS
+    assert entries.check_complete() == []
+    assert all(len(g) == entries.TRIALS for x in entries.ENTRIES.values()
+               for g in (x.grid, *x.task_grids.values()))
+
+
+def test_the_reference_is_noise_free_momentum_dsgd_from_x0():
+    ref = compare.references("mnist_cnn", None, quick=True)
+    assert ref["method"].startswith("momentum DSGD (no clipping, batch 5")
+    assert ref["iterations"] == cnn.QUICK_HORIZON and ref["eta"] in [g["alpha"] for g in
+                                                                      cnn.CNN_GRID]
+    assert 0 <= ref["noise_free"] <= 1 and ref["noise_free"] == pytest.approx(1 - ref["accuracy"])
+    assert ref["start"] == pytest.approx(tasks.build("mnist_cnn").utility(
+        tasks.build("mnist_cnn").x0, "test")["utility"])
