@@ -135,3 +135,16 @@ def test_problem_37_starts_away_from_its_near_stationary_origin():
     ref = compare.references("nonconvex", None, quick=True)
     assert t.x0.shape == (10,) and np.all((t.x0 >= 0) & (t.x0 <= 1))
     assert ref["start"] > 5 * ref["noise_free"]
+
+
+def test_demo_ranks_its_six_algorithms_at_four_epsilons(tmp_path, capsys):
+    from dpnet.cli import DEMO_ALGORITHMS
+
+    assert main(["demo", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert all(f"epsilon = {e}:" in out for e in ("0.5", "1", "2", "4"))
+    with (tmp_path / "leaderboard.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert {r["algorithm"] for r in rows} == set(DEMO_ALGORITHMS) and len(DEMO_ALGORITHMS) == 6
+    assert all(float(r["certified_epsilon"]) <= float(r["target_epsilon"]) for r in rows)
+    assert (tmp_path / "utility-logistic.png").is_file()

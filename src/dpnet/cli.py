@@ -341,13 +341,21 @@ def _print_rankings(compare, rows) -> None:
                 f"{r['algorithm']}[{r['accountant']}] {r['utility']:.3g}" for r in ranked))
 
 
+#: one or two per paper, each family once: Laplace tracking (000), its compressed dual (000),
+#: double protection (004), subsampled Gaussian (001) and its dual-averaging baseline, per-step
+#: LDP (002)
+DEMO_ALGORITHMS = ("diadsp", "ppdc", "dpp2", "doadp", "dp_dda", "ldp_online")
+
+
 def cmd_demo(args) -> int:
     """The answer to "which algorithm at my epsilon?" on one real dataset, in minutes."""
-    args.tasks, args.epsilons, args.algorithms, args.seeds = "logistic", "0.5,1,2,4", None, "0,1"
+    args.tasks, args.epsilons, args.seeds = "logistic", "0.5,1,2,4", "0,1"
+    args.algorithms = ",".join(DEMO_ALGORITHMS)
     args.dataset, args.jobs, args.tight, args.silent = "mushrooms", 1, "rdp", True
-    args.argv = ["--quick", "--tasks", "logistic", "--dataset", "mushrooms", "--epsilons",
-                 "0.5,1,2,4", "--seeds", "0,1", "--tight", "rdp", "--out", args.out]
-    args.quick = True
+    args.argv = ["--quick", "--tasks", "logistic", "--dataset", "mushrooms", "--algorithms",
+                 args.algorithms, "--epsilons", "0.5,1,2,4", "--seeds", "0,1", "--tight", "rdp",
+                 "--out", args.out]
+    args.quick, args.audit, args.audit_per_task = True, 0, None
     return cmd_compare(args)
 
 
