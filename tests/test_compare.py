@@ -148,3 +148,13 @@ def test_demo_ranks_its_six_algorithms_at_four_epsilons(tmp_path, capsys):
     assert {r["algorithm"] for r in rows} == set(DEMO_ALGORITHMS) and len(DEMO_ALGORITHMS) == 6
     assert all(float(r["certified_epsilon"]) <= float(r["target_epsilon"]) for r in rows)
     assert (tmp_path / "utility-logistic.png").is_file()
+
+
+def test_a_second_row_its_accountant_refuses_is_listed_not_ranked():
+    rows = compare.compare(["logistic"], [2.0], ["wang_basar_ternary"], quick=True, seeds=[0],
+                           dataset="a9a", tight="rdp")
+    refused = [r for r in rows if r["accountant"] == "rdp"]
+    assert len(refused) == 1 and refused[0]["status"].startswith("refused: ")
+    assert [r["accountant"] for r in compare.ranking(rows, "logistic", 2.0)] == ["wang_basar"]
+    text = compare.markdown(rows, "dpnet compare", True, "a9a")
+    assert "Refused by its accountant: **wang_basar_ternary** (rdp) at epsilon = 2" in text
