@@ -360,21 +360,24 @@ def _plot(rows: list[dict], task: str, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for (alg, acc) in dict.fromkeys((r["algorithm"], r["accountant"]) for r in rows):
-        sel = sorted((r for r in rows if r["algorithm"] == alg and r["accountant"] == acc),
+    fig, ax = plt.subplots(figsize=(9, 4.8))
+    ran = [r for r in rows if math.isfinite(float(r["utility"]))]
+    names = list(dict.fromkeys(r["algorithm"] for r in ran))
+    colours = plt.get_cmap("tab20")
+    for (alg, acc) in dict.fromkeys((r["algorithm"], r["accountant"]) for r in ran):
+        sel = sorted((r for r in ran if r["algorithm"] == alg and r["accountant"] == acc),
                      key=lambda r: r["target_epsilon"])
         eps = np.array([r["target_epsilon"] for r in sel])
         u = np.array([r["utility"] for r in sel], dtype=float)
         s = np.nan_to_num(np.array([r["utility_std"] for r in sel], dtype=float))
-        ok = np.isfinite(u)
-        line, = ax.loglog(eps[ok], u[ok], "o-" if acc == entry(alg).default else "s--",
-                          label=f"{alg} ({acc})")
-        ax.fill_between(eps[ok], np.maximum(u[ok] - s[ok], u[ok] * 1e-3), u[ok] + s[ok],
-                        color=line.get_color(), alpha=0.15)
+        colour = colours(names.index(alg) % 20)
+        ax.loglog(eps, u, "o-" if acc == entry(alg).default else "s--", color=colour,
+                  label=f"{alg} ({acc})")
+        ax.fill_between(eps, np.maximum(u - s, u * 1e-3), u + s, color=colour, alpha=0.15)
     ax.set(xlabel="target epsilon (delta = 1e-5 for (eps, delta) rows)",
-           ylabel=task_spec(task).utility, title=f"{task}: utility against epsilon")
-    ax.legend(fontsize=7)
+           ylabel=task_spec(task).utility, title=f"{task}: utility against epsilon "
+           "(solid: default accountant, dashed: tightest)")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
