@@ -48,3 +48,14 @@ def nonconvex6():
     from dpnet import problems
 
     return problems.NonconvexLogistic.random(n_agents=6, samples=200, dim=10, seed=0)
+
+
+@pytest.fixture
+def small_data():
+    """The tiny dataset fixtures under tests/data in place of the real ones."""
+    from pathlib import Path
+
+    from dpnet.experiments import common
+
+    with common.use_data(Path(__file__).resolve().parent / "data"):
+        yield

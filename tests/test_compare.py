@@ -4,7 +4,6 @@ columns, every private algorithm either benchmarked or left out with its reason,
 
 import csv
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,15 +13,8 @@ from dpnet import compare
 from dpnet.cli import main
 from dpnet.compare import entries, tasks
 from dpnet.errors import ParameterError, UnknownNameError
-from dpnet.experiments import common
 
-FIX = Path(__file__).resolve().parent / "data"
-
-
-@pytest.fixture(autouse=True)
-def fixture_data():
-    with common.use_data(FIX):
-        yield
+pytestmark = pytest.mark.usefixtures("small_data")
 
 
 def test_the_record_relation_bounds_the_local_gradient_change_by_two_over_m():

@@ -2,7 +2,6 @@
 relation's sensitivity exactly, a calibrated configuration stays within its claim, the same test
 catches a silently under-noised run, and the CLI writes the audit and fails on a violation."""
 
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,17 +9,10 @@ import torch
 
 from dpnet.cli import main
 from dpnet.compare import audit, entries, tasks
-from dpnet.experiments import common
 from dpnet.problems.stochastic import Clip
 from dpnet.rng import Streams
 
-FIX = Path(__file__).resolve().parent / "data"
-
-
-@pytest.fixture(autouse=True)
-def fixture_data():
-    with common.use_data(FIX):
-        yield
+pytestmark = pytest.mark.usefixtures("small_data")
 
 
 def test_the_record_pair_moves_agent_0s_gradient_by_exactly_the_sensitivity():

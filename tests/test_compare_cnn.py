@@ -4,7 +4,6 @@ noise against Theorem 1's proof accountant computed by hand, the quick leaderboa
 methods' "not applicable" rows (and nothing changed on the other tasks), the reference."""
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,16 +11,9 @@ import torch
 
 from dpnet import compare, data
 from dpnet.compare import cnn, entries, tasks
-from dpnet.experiments import common
 from dpnet.problems.stochastic import Clip
 
-FIX = Path(__file__).resolve().parent / "data"
-
-
-@pytest.fixture(autouse=True)
-def fixture_data(one_thread):
-    with common.use_data(FIX):
-        yield
+pytestmark = pytest.mark.usefixtures("small_data", "one_thread")
 
 
 def test_the_splits_and_the_start():

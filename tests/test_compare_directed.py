@@ -6,7 +6,6 @@ soundness conditions refused, the undirected entries not applicable on digraphs 
 undirected tasks), and a quick comparison that never certifies more than its targets."""
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,18 +14,13 @@ import torch
 from dpnet import algorithms, compare, graphs
 from dpnet.compare import directed, entries, tasks
 from dpnet.errors import ParameterError
-from dpnet.experiments import common
 from dpnet.privacy import chen_wang_zhang as cwz
 from dpnet.runner import run
 
-FIX = Path(__file__).resolve().parent / "data"
 D = "directed_logistic"
 
 
-@pytest.fixture(autouse=True)
-def fixture_data():
-    with common.use_data(FIX):
-        yield
+pytestmark = pytest.mark.usefixtures("small_data")
 
 
 def test_the_task_is_the_logistic_data_over_a_pair_of_strongly_connected_digraphs():

@@ -5,7 +5,6 @@ noise against each theorem by hand, never smaller than the algorithm's own accou
 comparisons that never certify more than their targets."""
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,18 +13,13 @@ import torch
 from dpnet import compare
 from dpnet.compare import entries, online, tasks
 from dpnet.errors import ParameterError
-from dpnet.experiments import common
 from dpnet.privacy import chen_wang
 from dpnet.problems.base import minimize_global
 
-FIX = Path(__file__).resolve().parent / "data"
 S = online.STREAM
 
 
-@pytest.fixture(autouse=True)
-def fixture_data():
-    with common.use_data(FIX):
-        yield
+pytestmark = pytest.mark.usefixtures("small_data")
 
 
 def _record_grad(a, b, X, reg):
