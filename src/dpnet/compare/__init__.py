@@ -267,10 +267,12 @@ def write(rows: list[dict], out: str | Path, command: str, quick: bool,
             w.writerow({k: (f"{r[k]:.6g}" if isinstance(r.get(k), float) else r.get(k, ""))
                         for k in COLUMNS})
     paths = {"csv": out / "leaderboard.csv"}
-    for task in dict.fromkeys(r["task"] for r in rows):
+    refs = {task: references(task, dataset, quick) for task in dict.fromkeys(
+        r["task"] for r in rows)}
+    for task, ref in refs.items():
         paths[f"png-{task}"] = _plot([r for r in rows if r["task"] == task], task,
-                                     out / f"utility-{task}.png")
-    text = markdown(rows, command, quick, dataset)
+                                     out / f"utility-{task}.png", ref)
+    text = markdown(rows, command, quick, dataset, refs)
     if audits:
         from . import audit
 
@@ -295,7 +297,8 @@ def ranking(rows: list[dict], task: str, eps: float) -> list[dict]:
     return sorted(sel, key=lambda r: (r["utility"], r["algorithm"], r["accountant"]))
 
 
-def markdown(rows: list[dict], command: str, quick: bool, dataset: str | None = None) -> str:
+def markdown(rows: list[dict], command: str, quick: bool, dataset: str | None = None,
+             refs: dict[str, dict] | None = None) -> str:
     lines = ["# Privacy-utility leaderboard", "",
              f"Regenerate: `{command}`" + (" (quick: short horizons, 2 trials per method)"
                                            if quick else ""), "",
@@ -314,7 +317,7 @@ def markdown(rows: list[dict], command: str, quick: bool, dataset: str | None = 
              "is not charged (as in the papers).", ""]
     for task in dict.fromkeys(r["task"] for r in rows):
         t = build(task, dataset)
-        ref = references(task, dataset, quick)
+        ref = (refs or {}).get(task) or references(task, dataset, quick)
         lines += [f"## {task}: {t.spec.title}", "", f"**Relation:** {t.spec.relation}.", "",
                   *(f"- {n}" for n in t.notes), *([""] if t.notes else []),
                   f"Ranked by {t.spec.utility} (lower is "
@@ -354,7 +357,7 @@ def markdown(rows: list[dict], command: str, quick: bool, dataset: str | None = 
     return "\n".join(lines) + "\n"
 
 
-def _plot(rows: list[dict], task: str, path: Path) -> Path:
+def _plot(rows: list[dict], task: str, path: Path, ref: dict | None = None) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -374,6 +377,10 @@ def _plot(rows: list[dict], task: str, path: Path) -> Path:
         ax.loglog(eps, u, "o-" if acc == entry(alg).default else "s--", color=colour,
                   label=f"{alg} ({acc})")
         ax.fill_between(eps, np.maximum(u - s, u * 1e-3), u + s, color=colour, alpha=0.15)
+    if ref:   # the scale every row is read on: not moving, and the same K without privacy
+        ax.axhline(ref["start"], color="black", lw=1, ls=":", label="start x0")
+        if math.isfinite(ref["noise_free"]):
+            ax.axhline(ref["noise_free"], color="grey", lw=1, ls="-.", label="noise-free")
     ax.set(xlabel="target epsilon (delta = 1e-5 for (eps, delta) rows)",
            ylabel=task_spec(task).utility, title=f"{task}: utility against epsilon "
            "(solid: default accountant, dashed: tightest)")
