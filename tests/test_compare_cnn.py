@@ -3,6 +3,7 @@ images): the splits, the clipped record sensitivity checked numerically, DO-ADP'
 noise against Theorem 1's proof accountant computed by hand, the quick leaderboard, the Laplace
 methods' "not applicable" rows (and nothing changed on the other tasks), the reference."""
 
+import copy
 import math
 
 import numpy as np
@@ -129,3 +130,26 @@ def test_the_reference_is_noise_free_momentum_dsgd_from_x0():
     assert 0 <= ref["noise_free"] <= 1 and ref["noise_free"] == pytest.approx(1 - ref["accuracy"])
     assert ref["start"] == pytest.approx(tasks.build("mnist_cnn").utility(
         tasks.build("mnist_cnn").x0, "test")["utility"])
+
+
+def test_the_score_is_the_models_accuracy_and_cross_entropy_image_by_image():
+    """Each split's score against the CNN run one image at a time (an independent loop)."""
+    from dpnet.experiments import common
+
+    t = tasks.build("mnist_cnn")
+    train, test = common.images("mnist")
+    parts = data.split_even(len(train.y), 10, seed=0)
+    val = parts[:, t.m:].reshape(-1)
+    x = t.x0 + 0.3 * np.random.default_rng(1).standard_normal(t.x0.shape).astype(np.float32)
+    module = t.problem.load_into(copy.deepcopy(t.problem.model), torch.as_tensor(x)).eval()
+    for split, (X, y) in (("val", (train.X[val], train.y[val])), ("test", (test.X, test.y))):
+        losses, hits = [], []
+        with torch.no_grad():
+            for img, label in zip(X, y):
+                logits = module(t.problem.transform(torch.as_tensor(img)[None]))[0]
+                losses.append(float(torch.logsumexp(logits, 0) - logits[int(label)]))
+                hits.append(int(logits.argmax()) == int(label))
+        s = t.utility(x, split)
+        assert s["accuracy"] == pytest.approx(np.mean(hits), abs=1e-12)
+        assert s["utility"] == pytest.approx(1 - np.mean(hits), abs=1e-12)
+        assert s["heldout_loss"] == pytest.approx(np.mean(losses), rel=1e-5)

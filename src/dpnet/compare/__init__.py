@@ -229,26 +229,15 @@ def references(task: str, dataset: str | None, quick: bool) -> dict[str, float]:
     grid) at the task's horizon, on the test split: the scale every private row is read on. A
     task with its own ``reference`` (:class:`~.tasks.Task`) uses that instead."""
     from ..algorithms import GradientTracking
-    from ..runner import run
 
     t = build(task, dataset)
     K = t.spec.quick_horizon if quick else t.spec.horizon
-    x0 = t.x0
+    start = t.utility(t.x0, "test")["utility"]
     if t.reference is not None:     # the task's own (the CNN: full gradients cost too much)
-        return {"iterations": K, "start": t.utility(x0, "test")["utility"], **t.reference(K)}
-    best = None
-    for eta in (0.3, 1.0, 3.0):
-        try:
-            res = run(GradientTracking(eta), t.problem, t.graph, K, x0=x0, log_every=K,
-                      reference=None)
-        except DPNetError:
-            continue
-        u = t.utility(res.x.mean(axis=0), "test")
-        if best is None or u["utility"] < best["noise_free"]:
-            best = {"eta": eta, "noise_free": u["utility"], "accuracy": u["accuracy"]}
-    best = best or {"eta": math.nan, "noise_free": math.nan, "accuracy": math.nan}
-    return {"iterations": K, "start": t.utility(x0, "test")["utility"],
-            "method": f"gradient tracking (eta = {best['eta']:g})", **best}
+        return {"iterations": K, "start": start, **t.reference(K)}
+    best = tasks.best_noise_free(t, [(f"gradient tracking (eta = {eta:g})", eta,
+                                      GradientTracking(eta)) for eta in (0.3, 1.0, 3.0)], K)
+    return {"iterations": K, "start": start, **best}
 
 
 # -- outputs -----------------------------------------------------------------------------------

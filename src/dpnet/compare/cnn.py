@@ -72,7 +72,6 @@ experiment engine's cache.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
 
@@ -92,8 +91,6 @@ HORIZON = 300
 QUICK_HORIZON = 40
 #: training samples the runner's per-log metrics read (a fixed subset: two logs per run)
 METRIC_SAMPLES = 256
-#: images per forward pass in evaluation
-EVAL_CHUNK = 1000
 #: DO-ADP's trials on this task (momentum beta = 0.5, the shared entry's other value)
 CNN_GRID = tuple({"alpha": a, "beta": 0.5} for a in (0.01, 0.03, 0.1, 0.3))
 #: the reference's consensus step (DO-ADP's gamma in the shared entry)
@@ -116,21 +113,6 @@ def _exclude(name: str) -> str | None:
     if name == "dp_dda":
         return DPDDA_NOTE
     return None
-
-
-def _evaluate(problem, xbar: np.ndarray, X, y) -> tuple[float, float]:
-    """Cross-entropy and accuracy of the parameter row ``xbar`` on images ``X``, labels ``y``."""
-    module = problem.load_into(copy.deepcopy(problem.model), torch.as_tensor(xbar)).eval()
-    y = torch.as_tensor(np.asarray(y), dtype=torch.int64)
-    X = torch.as_tensor(np.asarray(X))
-    loss = correct = 0.0
-    with torch.no_grad():
-        for s in range(0, len(y), EVAL_CHUNK):
-            logits = module(problem.transform(X[s:s + EVAL_CHUNK]))
-            yb = y[s:s + EVAL_CHUNK]
-            loss += float(torch.nn.functional.cross_entropy(logits, yb, reduction="sum"))
-            correct += float((logits.argmax(-1) == yb).sum())
-    return loss / len(y), correct / len(y)
 
 
 def reference_run(alpha: float, beta: float, iterations: int, root: str) -> dict:
@@ -182,8 +164,9 @@ def _cnn(spec: tasks.TaskSpec, dataset: str | None) -> tasks.Task:
     evals = {"val": (train.X[val], train.y[val]), "test": (test.X, test.y)}
 
     def score(xbar: np.ndarray, split: str) -> dict[str, float]:
-        loss, acc = _evaluate(problem, xbar, *evals[split])
-        return {"utility": 1.0 - acc, "heldout_loss": loss, "accuracy": acc}
+        r = problem.evaluate_model(torch.as_tensor(xbar)[None], evals[split])
+        acc = float(r["accuracy"][0])
+        return {"utility": 1.0 - acc, "heldout_loss": float(r["loss"][0]), "accuracy": acc}
 
     notes = (f"{m} training records per agent, {len(val)} validation images (the rest of each "
              f"agent's share), {len(test.y)} test images",

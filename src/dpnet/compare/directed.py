@@ -103,21 +103,14 @@ def _directed_logistic(spec: tasks.TaskSpec, dataset: str | None) -> tasks.Task:
         alpha = beta = 0.5), the best of gamma in (0.3, 1, 3) on the test split: what
         :func:`dpnet.compare.references` does with gradient tracking, which needs a doubly
         stochastic W."""
-        from ..runner import run
+        return tasks.best_noise_free(task, [
+            (f"push-pull gradient tracking (alpha = beta = 0.5, gamma = {gamma:g})", gamma,
+             algorithms.DirectedDPGT(0.5, 0.5, gamma)) for gamma in REFERENCE_GAMMAS], K)
 
-        best = {"eta": np.nan, "noise_free": np.inf, "accuracy": np.nan}
-        for gamma in REFERENCE_GAMMAS:
-            res = run(algorithms.DirectedDPGT(0.5, 0.5, gamma), problem, g, K, x0=x0,
-                      log_every=K, reference=None)
-            u = score(res.x.mean(axis=0), "test")
-            if u["utility"] < best["noise_free"]:
-                best = {"eta": gamma, "noise_free": u["utility"], "accuracy": u["accuracy"]}
-        return {"method": f"push-pull gradient tracking (alpha = beta = 0.5, gamma = "
-                          f"{best['eta']:g})", **best}
-
-    return tasks.Task(spec, problem, g, problem.m, 1.0, score, x0,
+    task = tasks.Task(spec, problem, g, problem.m, 1.0, score, x0,
                       (*notes, f"graph: {g!r}, R rows and C columns sum to 1, every agent a "
                                "common root"), reference=reference)
+    return task
 
 
 tasks.register(tasks.TaskSpec(

@@ -114,7 +114,6 @@ from .entries import Entry
 STREAM = "logistic_stream"
 #: the entries that consume a one-pass stream (every other entry is a batch method)
 ONLINE = ("ldp_online", "ldol", "dola", "dmod", "dpdo")
-DPDDA_BATCH = 16
 
 
 # ---- the stream ----------------------------------------------------------------------------------
@@ -182,20 +181,10 @@ def _stream(spec: tasks.TaskSpec, dataset: str | None) -> tasks.Task:
     def reference(K: int) -> dict:
         """The yardstick is one-pass too: DOLA over its grid with the noise off, the best on
         the test split (a batch method's optimum would not be a stream's reach)."""
-        from ..runner import run
-
-        best = None
-        for trial in entries.entry("dola").grid:
-            res = run(_dola(trial, task).noise_scaled(0.0), stream, task.graph, K,
-                      x0=task.x0, log_every=K, reference=None)
-            u = task.utility(res.x.mean(axis=0), "test")
-            if best is None or u["utility"] < best["noise_free"]:
-                best = {"eta": trial["alpha0"], "noise_free": u["utility"],
-                        "accuracy": u["accuracy"],
-                        "method": "one-pass DOLA without noise (alpha0 = {alpha0:g}, power = "
-                                  "{power:g}, the best of its grid on the test split)"
-                                  .format(**trial)}
-        return best
+        return tasks.best_noise_free(task, [
+            ("one-pass DOLA without noise (alpha0 = {alpha0:g}, power = {power:g}, the best of "
+             "its grid on the test split)".format(**trial), trial["alpha0"],
+             _dola(trial, task).noise_scaled(0.0)) for trial in entries.entry("dola").grid], K)
 
     task.reference = reference
     return task
@@ -341,7 +330,7 @@ def _dpdo(t: dict, task) -> algorithms.DPDO:
 
 def _dp_dda(t: dict, task) -> algorithms.DPDDA:
     return algorithms.DPDDA(t["beta0"], sigma=1.0, p=t["p"], clip=Clip(1.0, "l2"),
-                            batch_size=min(DPDDA_BATCH, task.m), radius=x_star_radius(task))
+                            batch_size=min(entries.DOADP_BATCH, task.m), radius=x_star_radius(task))
 
 
 def _half_difference(task) -> float:
@@ -399,7 +388,7 @@ for _e in (
           inapplicable=lambda task: _why_not(task, needs_radius=True)),
     Entry("dp_dda", entries._grid((0.1, 0.3), "beta0", (0.5, 1.0), "p"),
           _dp_dda, lambda task: {"gradient_bound": 1.0}, "proof", "pld",
-          f"paper 001's record relation: l2 clipping at G = 1, batch B = {DPDDA_BATCH} (m if "
+          f"paper 001's record relation: l2 clipping at G = 1, batch B = {entries.DOADP_BATCH} (m if "
           "smaller), node sampling p, k = d; Huo et al.'s step-by-step accountant at delta = "
           "1e-5 (delta0 = 1e-8); box radius r* = sqrt(2 ln 2 / lambda) >= ||x*||",
           {"proof": {"delta0": 1e-8}}, _dpdda_why),

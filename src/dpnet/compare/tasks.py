@@ -92,6 +92,29 @@ class Task:
         return self.score(np.asarray(xbar), split)
 
 
+def best_noise_free(task: Task, candidates, K: int, problem=None) -> dict[str, Any]:
+    """The noise-free yardstick of a task: run each ``(label, step, algorithm)`` of
+    ``candidates`` from ``x0`` for ``K`` iterations (on ``problem``, default the task's) and keep
+    the best test utility; a run that diverges is no candidate. Returns ``method`` (the label),
+    ``eta``, ``noise_free`` and ``accuracy`` (NaN when every candidate diverged)."""
+    from ..errors import DPNetError
+    from ..runner import run
+
+    best = {"method": "none (every candidate diverged)", "eta": float("nan"),
+            "noise_free": float("nan"), "accuracy": float("nan")}
+    for label, step, algorithm in candidates:
+        try:
+            res = run(algorithm, problem or task.problem, task.graph, K, x0=task.x0,
+                      log_every=K, reference=None)
+        except DPNetError:
+            continue
+        u = task.utility(res.x.mean(axis=0), "test")
+        if not u["utility"] >= best["noise_free"]:      # NaN-safe: the first one always enters
+            best = {"method": label, "eta": step, "noise_free": u["utility"],
+                    "accuracy": u["accuracy"]}
+    return best
+
+
 def unit_rows(X: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(X, axis=1, keepdims=True)
     return X / np.maximum(norms, 1e-300)

@@ -257,8 +257,11 @@ class NeuralProblem(Problem):
         return out
 
     # -- evaluation -------------------------------------------------------------------------
-    def _split(self, which: str, max_samples: int | None):
-        if which == "test":
+    def _split(self, which, max_samples: int | None):
+        if isinstance(which, tuple):          # a held-out set of the caller's: (images, labels)
+            fx, fy = (torch.as_tensor(np.asarray(v), device=self.device) for v in which)
+            fy = fy.to(torch.int64)
+        elif which == "test":
             require(self.test is not None, "which", which, "a problem built with a test set")
             fx, fy = self.test
         else:
@@ -273,11 +276,12 @@ class NeuralProblem(Problem):
             fx, fy = fx[sel], fy[sel]
         return fx, fy
 
-    def evaluate_model(self, W: torch.Tensor, which: str = "test",
+    def evaluate_model(self, W: torch.Tensor, which: str | tuple = "test",
                        max_samples: int | None = None) -> dict[str, np.ndarray]:
-        """Loss and accuracy of each parameter row of ``W`` (``(r, P)``) on the whole test set
-        or training union (or a fixed evenly spaced subset of ``max_samples``). Computed on the
-        problem's device; the arrays come back on the host."""
+        """Loss and accuracy of each parameter row of ``W`` (``(r, P)``) on the whole test set,
+        the training union or a given held-out ``(images, labels)`` pair (or a fixed evenly
+        spaced subset of ``max_samples``). Computed on the problem's device; the arrays come
+        back on the host."""
         W = torch.as_tensor(W, dtype=self.dtype, device=self.device)
         fx, fy = self._split(which, max_samples)
         loss = torch.zeros(W.shape[0], dtype=torch.float64, device=self.device)
