@@ -5,8 +5,9 @@ per method x setting x seed), the settings and the choices made where the paper 
 figures and tables over the results, and the paper's claims as :class:`Check` predicates over the
 results :class:`Table`. :func:`execute` runs a list of runs with **one cache**: a run's result is
 stored under ``$DPNET_RUNS/<key>.json`` (default ``~/.cache/dpnet/runs``), where the key hashes the
-function's name, its module's source, its arguments and the dpnet version, so an interrupted experiment
-resumes run by run, and a changed run is never read back stale. Runs go to worker processes when
+function's name, the source it executes (:func:`.keys.code_digest`: the library below the
+experiments and the function's own closure), its arguments and the data root, so an interrupted
+experiment resumes run by run, and a changed run is never read back stale. Runs go to worker processes when
 ``jobs > 1``; a long run can keep snapshots in :func:`run_folder` to resume mid-run.
 
 A claim ends in one of four verdicts (:class:`Verdict`). A claim that is not reproduced carries a
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import inspect
 import json
 import math
 import os
@@ -74,23 +74,13 @@ class Run:
 
     @property
     def key(self) -> str:
-        from .. import __version__
+        from .common import data_root
+        from .keys import code_digest
 
         body = {"fn": f"{self.fn.__module__}.{self.fn.__qualname__}",
-                "source": _source_hash(self.fn), "params": _canonical(self.params),
-                "dpnet": __version__}
+                "code": code_digest(self.fn), "params": _canonical(self.params),
+                "data": data_root()}
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:20]
-
-
-def _source_hash(fn: Callable) -> str:
-    """The source of the module defining ``fn``: a run reads the module's set-up helpers and
-    constants too, so an edit anywhere in it makes its runs new (recomputing beats reading a
-    stale result back). Library code below the experiments is versioned by ``dpnet.__version__``."""
-    module = inspect.getmodule(fn)
-    try:
-        return hashlib.sha256(inspect.getsource(module).encode()).hexdigest()[:12]
-    except (OSError, TypeError):
-        return "no-source"
 
 
 def _canonical(value: Any) -> Any:

@@ -1,0 +1,126 @@
+"""What a cached run's result depends on, as one digest of source text (:func:`code_digest`).
+
+Two parts. The **library** below the experiments (every module of :mod:`dpnet` outside
+``experiments``, ``compare`` and the CLI) is hashed whole, once per process: an edit to an
+algorithm, a problem or an accountant makes every run new, whatever ``dpnet.__version__`` says.
+The **run function's closure** above it: its source and, recursively, the source of every
+function or class of the experiment layer (or of the function's own module) that it names, the
+whole source of every such module it names, and the value of every constant it names. So the
+prose, claims and tables beside a run function do not make its runs new, while an edit to
+anything the run executes does. Where a named value has no stable text (an object whose repr
+is an address) the whole module that defines it is hashed instead: recomputing beats reading a
+stale result back.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+_ABOVE = ("dpnet.experiments", "dpnet.compare", "dpnet.cli")
+
+
+@functools.cache
+def library_digest() -> str:
+    """Hash of every source file of the dpnet package below the experiment layer."""
+    return tree_digest(Path(__file__).resolve().parents[1])
+
+
+def tree_digest(root: Path) -> str:
+    """Hash of the ``.py`` files under ``root`` (a dpnet package tree) but the layer above."""
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if not rel.startswith(("experiments/", "compare/", "cli.py")):
+            h.update(rel.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:12]
+
+
+@functools.cache
+def code_digest(fn: Any) -> str:
+    """The library digest and the source closure of ``fn`` (see the module docstring)."""
+    home = getattr(inspect.unwrap(fn), "__module__", "")
+    parts: dict[str, str] = {}
+    _visit(inspect.unwrap(fn), parts, (*_ABOVE, home))
+    text = "\0".join(f"{k}\0{v}" for k, v in sorted(parts.items()))
+    return library_digest() + hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _visit(obj: Any, parts: dict[str, str], above: tuple[str, ...]) -> None:
+    obj = inspect.unwrap(obj) if callable(obj) else obj
+    module = obj.__name__ if inspect.ismodule(obj) else getattr(obj, "__module__", None) or ""
+    if not module.startswith(above):
+        return                      # the library (its digest) or a third-party package
+    name = module if inspect.ismodule(obj) else f"{module}.{getattr(obj, '__qualname__', '?')}"
+    if name in parts:
+        return
+    parts[name] = _source(obj)
+    if inspect.ismodule(obj):
+        return                      # its whole text is in; what it imports is below or named
+    scope = getattr(obj, "__globals__", None) or vars(sys.modules[module])
+    for ref in sorted(_names(obj)):
+        if ref in scope:
+            _value(f"{module}:{ref}", scope[ref], parts, above, module)
+    for i, cell in enumerate(getattr(obj, "__closure__", None) or ()):
+        _value(f"{name}:cell{i}", cell.cell_contents, parts, above, module)
+    for i, default in enumerate(getattr(obj, "__defaults__", None) or ()):
+        _value(f"{name}:default{i}", default, parts, above, module)
+
+
+def _code_object(value: Any) -> bool:
+    return inspect.ismodule(value) or inspect.isclass(value) or inspect.isroutine(value)
+
+
+def _value(label: str, value: Any, parts: dict, above: tuple, module: str) -> None:
+    if _code_object(value):
+        _visit(value, parts, above)
+        return
+    text = _stable(value, parts, above)
+    if text is None:                # no stable text: the defining module's whole source
+        _visit(sys.modules[module], parts, above)
+    else:
+        parts[label] = text
+
+
+def _stable(value: Any, parts: dict, above: tuple) -> str | None:
+    """Text of a constant that is the same in every process, or None."""
+    if value is None or isinstance(value, bool | int | float | complex | str | bytes):
+        return repr(value)
+    if isinstance(value, list | tuple | set | frozenset):
+        items = [_stable(v, parts, above) for v in value]
+        if isinstance(value, set | frozenset) and None not in items:
+            items.sort()
+        return None if None in items else f"{type(value).__name__}({items})"
+    if isinstance(value, dict):
+        items = [(_stable(k, parts, above), _stable(v, parts, above)) for k, v in value.items()]
+        return None if any(None in kv for kv in items) else f"dict({items})"
+    if _code_object(value):
+        _visit(value, parts, above)
+        return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', value)}"
+    text = repr(value)
+    return None if " at 0x" in text or text.startswith("<") else f"{type(value).__name__}:{text}"
+
+
+def _names(obj: Any) -> set[str]:
+    """Every name the code of ``obj`` (a function, or each function of a class) mentions."""
+    codes = [obj.__code__] if hasattr(obj, "__code__") else [
+        f.__code__ for f in vars(obj).values() if hasattr(f, "__code__")] if inspect.isclass(obj) \
+        else []
+    names: set[str] = set()
+    while codes:
+        code = codes.pop()
+        names.update(code.co_names)
+        codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    return names
+
+
+def _source(obj: Any) -> str:
+    try:
+        return inspect.getsource(obj)
+    except (OSError, TypeError):
+        return repr(getattr(obj, "__qualname__", obj))

@@ -1,0 +1,91 @@
+"""The run cache's key (dpnet.experiments.keys): an edit to anything a run executes makes its
+runs new; an edit to the prose, claims and tables beside it does not."""
+
+import importlib.util
+import linecache
+import sys
+
+import pytest
+
+from dpnet.experiments import Run, keys
+
+MODULE = '''
+import numpy as np
+
+SCALE = {scale}
+PROSE = "{prose}"
+HANDLE = {handle}
+
+
+def helper(x):
+    return SCALE * x
+
+
+def run(x: float) -> dict:
+    return {{"value": helper(x) + np.zeros(1)[0]}}
+
+
+def claim(t, quick):
+    return True, PROSE
+'''
+
+
+@pytest.fixture
+def load(tmp_path, monkeypatch):
+    """Write the module with the given fields and import it afresh under one name."""
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+
+    def load(scale="2.0", prose="a claim", handle="None", uses_handle=False):
+        text = MODULE.format(scale=scale, prose=prose, handle=handle)
+        if uses_handle:
+            text = text.replace("helper(x) +", "helper(x) + 0 * len(str(HANDLE)) +")
+        path = tmp_path / "keyed_runs.py"
+        path.write_text(text)
+        linecache.clearcache()
+        sys.modules.pop("keyed_runs", None)
+        spec = importlib.util.spec_from_file_location("keyed_runs", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["keyed_runs"] = module
+        spec.loader.exec_module(module)
+        return Run(module.run, {"x": 1.0}).key
+
+    yield load
+    sys.modules.pop("keyed_runs", None)
+
+
+def test_prose_beside_a_run_keeps_its_key_and_what_it_executes_changes_it(load):
+    base = load()
+    assert load(prose="the same claim, reworded") == base       # claims and prose: cached runs
+    assert load(scale="3.0") != base                             # a constant the run reads
+    assert load() == base                                        # and back: deterministic
+
+
+def test_a_value_without_stable_text_hashes_its_whole_module(load):
+    # an object whose repr is an address: its construction is only in the module's source
+    base = load(handle="object()", uses_handle=True)
+    assert load(handle="object()", uses_handle=True) == base     # stable across imports
+    assert load(handle="object()", uses_handle=True, prose="reworded") != base
+
+
+def test_the_library_below_the_experiments_is_part_of_every_key(tmp_path):
+    root = tmp_path / "dpnet"
+    for rel in ("algorithms/pgtc.py", "experiments/xie.py", "compare/tasks.py", "cli.py"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("x = 1\n")
+    base = keys.tree_digest(root)
+    for rel in ("experiments/xie.py", "compare/tasks.py", "cli.py"):      # above: not in it
+        (root / rel).write_text("x = 2\n")
+        assert keys.tree_digest(root) == base
+    (root / "algorithms/pgtc.py").write_text("x = 2\n")                    # an algorithm edit
+    assert keys.tree_digest(root) != base
+    assert keys.code_digest(test_the_library_below_the_experiments_is_part_of_every_key) \
+        .startswith(keys.library_digest())
+
+
+def test_the_papers_run_functions_leave_their_prose_out():
+    from dpnet.experiments import xie
+
+    parts: dict = {}
+    keys._visit(xie.simulate, parts, (*keys._ABOVE, xie.__name__))
+    assert "dpnet.experiments.xie.table_i" in parts and "dpnet.experiments.xie:TAU" in parts
+    assert not any("CHOICES" in k or "_linear" in k for k in parts)
