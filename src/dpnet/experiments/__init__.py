@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UnknownNameError
-from .engine import Check, Diagnosis, Run, Spec, Table, Verdict, evaluate, execute
+from .engine import Check, Diagnosis, Run, Spec, Table, Verdict, all_of, changed, evaluate, execute
 from .report import Claim, Report
 
 __all__ = ["Experiment", "Report", "Claim", "Spec", "Run", "Check", "Diagnosis", "Table",
-           "Verdict", "execute", "register", "get", "available", "reproduce"]
+           "Verdict", "all_of", "changed", "execute", "register", "get", "available", "reproduce"]
 
 
 @dataclass(frozen=True)

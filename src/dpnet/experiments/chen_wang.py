@@ -30,7 +30,7 @@ from ..privacy import chen_wang as cw
 from . import _chen_wang_runs as cwr
 from . import common, register
 from ._chen_wang_runs import BASELINES, M_AGENTS, VS, mushrooms
-from .engine import Check, Diagnosis, Run, Spec, Table, curve_figure, execute
+from .engine import Check, Diagnosis, Run, Spec, Table, changed, curve_figure, execute
 
 PAPER = "Chen & Wang, LDP for decentralized online stochastic optimization (paper 002)"
 METHODS = ("Algorithm 1", "DSGD", "LDOL", "DOLA", "DMOD", "PDOP")
@@ -89,17 +89,16 @@ def _beats(base: str):
 
 
 def _negligible(panel: str | None = None) -> Diagnosis:
-    def change(run: Run) -> Run:
-        return run.replace(noise_x=1e4) if run.tags.get("method") in BASELINES and \
-            run.tags.get("stage") != "grid" and run.tags.get("panel") == panel else run
+    change = changed(lambda run: run.tags.get("method") in BASELINES and run.tags.get("stage")
+                     != "grid" and run.tags.get("panel") == panel, noise_x=1e4)
     return Diagnosis("at the matched budget (the budget table) the baselines' calibrated noise is "
                      "negligible, so they run effectively noise-free", "the baselines' calibrated "
                      "noise x 1e4" + (f" ({panel} panel)" if panel else ""), change)
 
 
 LONGER = Diagnosis("the horizon is too short to separate the two decay rates",
-                   "horizon T x 4", lambda run: run.replace(T=4 * run.params["T"])
-                   if run.tags.get("stage") == "main" else run)
+                   "horizon T x 4", changed(lambda run: run.tags.get("stage") == "main",
+                                            T=lambda T: 4 * T))
 
 
 def _dsgd(t: Table, quick: bool):
@@ -312,10 +311,6 @@ def _cnn_check(panel: str, what: str):
     return check
 
 
-def _longer_panel(panel: str):
-    return lambda r: r.replace(T=2 * r.params["T"]) if r.tags.get("panel") == panel else r
-
-
 def _cnn_checks() -> list[Check]:
     out = []
     for p, label in PANELS.items():
@@ -330,7 +325,9 @@ def _cnn_checks() -> list[Check]:
         out.append(Check(tag + "Algorithm 1 is only slightly below noise-free DSGD (within 3 "
                          "accuracy points)", _cnn_check(p, "DSGD"),
                          Diagnosis("Algorithm 1's message noise still slows it at this short "
-                                   "horizon", f"horizon T x 2 ({p} panel)", _longer_panel(p))))
+                                   "horizon", f"horizon T x 2 ({p} panel)",
+                                   changed(lambda r, p=p: r.tags.get("panel") == p,
+                                           T=lambda T: 2 * T))))
     return out
 
 

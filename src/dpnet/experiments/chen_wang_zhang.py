@@ -36,7 +36,7 @@ from ..privacy import chen_wang_zhang as lemma5
 from ..rng import Streams
 from ..runner import run
 from . import common, register
-from .engine import Check, Diagnosis, Run, Spec, Verdict, curve_figure, execute, run_folder
+from .engine import Check, Diagnosis, Run, Spec, Verdict, all_of, curve_figure, execute, run_folder
 
 PAPER = "Chen, Wang & Zhang, DP gradient-tracking distributed stochastic optimization over " \
         "directed graphs (paper 003)"
@@ -244,13 +244,8 @@ def _faster(a: float, b: float, mg: float) -> bool | None:
     return False if _learns(b, mg) and (not math.isfinite(a) or b > a + mg) else None
 
 
-def _all(verdicts) -> bool | None:
-    verdicts = list(verdicts)
-    return False if False in verdicts else None if None in verdicts else True
-
-
 def _first_beats_rest(a, mg) -> bool | None:
-    return _all(_faster(a[0], b, mg) for b in a[1:])
+    return all_of(_faster(a[0], b, mg) for b in a[1:])
 
 
 def _ordered(a, mg) -> bool | None:
@@ -276,7 +271,7 @@ def _convergence(labels, rule):
                                                for lab, x in zip(labs, a))
                          + ("" if verdicts[-1] is not None else " (within the margin: undecided)"
                             if learns else " (every run at chance level 0.1: undecided)"))
-        return _all(verdicts), "mean test accuracy over the run: " + "; ".join(texts) + \
+        return all_of(verdicts), "mean test accuracy over the run: " + "; ".join(texts) + \
             f"; margin {mg:.3f}"
     return pred
 

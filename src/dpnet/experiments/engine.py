@@ -270,6 +270,24 @@ class Table:
 Predicate = Callable[[Table, bool], tuple[Any, str]]
 
 
+def all_of(verdicts: Iterable[bool | None]) -> bool | None:
+    """Three-valued 'and' of verdicts: False if one is False, else None (undecided) if one is,
+    else True."""
+    verdicts = list(verdicts)
+    return False if False in verdicts else None if None in verdicts else True
+
+
+def changed(when: Callable[[Run], bool] | None = None, **change: Any) -> Callable[[Run], Run]:
+    """A counterfactual's one change: each argument in ``change`` (a value, or a function of the
+    run's value) set in every run that ``when`` accepts (all runs by default)."""
+    def apply(run: Run) -> Run:
+        if when is not None and not when(run):
+            return run
+        return run.replace(**{k: v(run.params[k]) if callable(v) else v
+                              for k, v in change.items()})
+    return apply
+
+
 @dataclass(frozen=True)
 class Diagnosis:
     """Why a claim is not reproduced: ``cause`` in one sentence, and ``change`` applied to every

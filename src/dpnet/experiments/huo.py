@@ -27,7 +27,7 @@ from ..privacy import huo
 from . import _huo_runs as runs
 from . import common, register
 from ._huo_runs import CNN_RATES, DELTA, DELTA0, G_LR, IOTA, N_AGENTS, doadp_sigma
-from .engine import Check, Diagnosis, Run, Spec, Table, execute
+from .engine import Check, Diagnosis, Run, Spec, Table, all_of, changed, execute
 
 PAPER = ("Huo, Liu, Ding, Johansson, Shi: Decentralized optimization with amplified privacy via "
          "efficient communication (paper 001)")
@@ -91,8 +91,7 @@ def _each_dataset(fn):
         res = [(ds, *fn(t.where(dataset=ds, kind="private"), t.where(dataset=ds), quick))
                for ds in t.unique("dataset")]
         oks = [ok for _, ok, _ in res]
-        return (False if False in oks else None if None in oks else True), \
-            "; ".join(f"{ds}: {msg}" for ds, _, msg in res)
+        return all_of(oks), "; ".join(f"{ds}: {msg}" for ds, _, msg in res)
     return check
 
 
@@ -247,7 +246,7 @@ def _grid(quick: bool) -> tuple[float, ...]:
 def _eps_monotone(p: Table, d: Table, quick: bool):
     vals = {r: [_rate(p, r, e) for e in _grid(quick)] for r in LR_RATES}
     oks = [_decreasing(v) for v in vals.values()]
-    return (False if False in oks else None if None in oks else True), "; ".join(
+    return all_of(oks), "; ".join(
         f"{r}: " + ", ".join(f"{m:.3g}+-{s:.2g}" for m, s in v) for r, v in vals.items())
 
 
@@ -292,7 +291,7 @@ FIG3 = [("DO-ADP (24%)", "DO-ADP", "24%", 0.01), ("DPDO", "DPDO", "100%", 0.01),
 def _best(p: Table, d: Table, quick: bool):
     m = {label: _mean(p.where(method=label)) for label, *_ in FIG3}
     oks = [_decreasing([m[o], m["DO-ADP (24%)"]]) for o in m if o != "DO-ADP (24%)"]
-    return (False if False in oks else None if None in oks else True), ", ".join(
+    return all_of(oks), ", ".join(
         f"{k}: {v:.4g}+-{s:.2g}" for k, (v, s) in m.items())
 
 
@@ -431,12 +430,9 @@ def _absolute(t: Table):
                                            f"max {max(gaps):+.2f} points"
 
 
-def _private_change(**change):
-    return lambda run: run.replace(**change) if run.tags["kind"] == "private" else run
-
-
 NOISE_OFF = ("noise off (sigma = 0) in every private run: what remains is what the activation, "
-             "the sparsification and the clipping do to the steps", _private_change(epsilon=None))
+             "the sparsification and the clipping do to the steps",
+             changed(lambda run: run.tags["kind"] == "private", epsilon=None))
 ACTIVATION = Diagnosis(
     "with the tight (PLD) account the activation p = 0.8 lowers sigma only slightly (huo-table2's "
     "privacy table) but removes a fifth of the gradient steps, so at this step-limited horizon "

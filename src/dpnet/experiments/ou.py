@@ -20,7 +20,7 @@ import numpy as np
 from ..privacy import ou, xie
 from . import register
 from ._ou_runs import DIM, GRAPH_SEED, LAM, OMEGA, PAPER_EDGES, RADIUS, SAMPLES, N, curve, setup
-from .engine import Check, Diagnosis, Run, Spec, Table, curve_figure
+from .engine import Check, Diagnosis, Run, Spec, Table, changed, curve_figure
 
 PAPER = ("Ou, Wang, Liu, Lu: Distributed nonconvex optimization with double privacy protection "
          "and exact convergence (paper 004), §VI")
@@ -91,7 +91,7 @@ def _sweep_spec(name: str, key: str, values, quick_values, fixed: dict, K: int, 
                 "gradient bound): nominal only", rows)
 
     longer = Diagnosis("the horizon is too short for the slowest setting's linear rate",
-                       "horizon K x3", lambda run: run.replace(K=3 * run.params["K"]))
+                       "horizon K x3", changed(K=lambda K: 3 * K))
     return Spec(name, title, PAPER + f", Fig. {name[-1]}", runs, settings=settings,
                 choices=CHOICES + tuple(extra_choices),
                 checks=_sweep_checks(key, longer),
@@ -271,7 +271,7 @@ FIG3_CHECKS = [
     Check("DiaDSP and PPDC plateau at noise-dependent floors", _floors),
     Check("DPP2 shows no floor: its metric is still falling at K for every r", _no_floor,
           Diagnosis("DPP2's decaying noise is still above its linear rate's reach at K for the "
-                    "slowest decay", "horizon K x4", lambda run: run.replace(K=4 * run.params["K"]))),
+                    "slowest decay", "horizon K x4", changed(K=lambda K: 4 * K))),
     Check("Larger r (more privacy) gives slower convergence: DPP2's final metric is "
           "non-decreasing in r", _slower("DPP2")),
     Check("Larger r gives slower convergence: DiaDSP's final metric is non-decreasing in r",
