@@ -76,6 +76,8 @@ def test_the_library_below_the_experiments_is_part_of_every_key(tmp_path):
     for rel in ("experiments/xie.py", "compare/tasks.py", "cli.py"):      # above: not in it
         (root / rel).write_text("x = 2\n")
         assert keys.tree_digest(root) == base
+    (root / "algorithms/pgtc.py").write_text('"""Documented."""\n\nx = (1)  # the same code\n')
+    assert keys.tree_digest(root) == base                                  # docs and layout
     (root / "algorithms/pgtc.py").write_text("x = 2\n")                    # an algorithm edit
     assert keys.tree_digest(root) != base
     assert keys.code_digest(test_the_library_below_the_experiments_is_part_of_every_key) \

@@ -50,8 +50,8 @@ COLUMNS = ("task", "algorithm", "accountant", "target_epsilon", "certified_epsil
 
 def _code() -> str:
     """Hash of this package's task and entry modules and of the data root: a run argument, so
-    that editing a grid, a mapping or a task's data makes the cached runs new (the engine hashes
-    only the runs' own module)."""
+    that editing a grid, a mapping or a task's data makes the cached runs new (the engine follows
+    what a run function names, and tasks and entries are reached through registries by name)."""
     from ..experiments.common import data_root
 
     text = "".join(inspect.getsource(m) for m in (entries, tasks, *EXTENSIONS)) + data_root()

@@ -1,6 +1,5 @@
-"""The runs of paper 002's figures (Chen & Wang), apart from their specs in :mod:`.chen_wang`:
-the engine keys a run by the source of the module that defines it, so the specs' prose, claims
-and tables can change without recomputing hours of CNN runs; anything here changes them all.
+"""The runs of paper 002's figures (Chen & Wang): what is computed, apart from what the specs in
+:mod:`.chen_wang` claim and show about it.
 
 m = 10 agents on a ring, w_ij = 0.3 (w_ii = -0.6; mixing matrix I + W). Algorithm 1:
 ``lambda_t = (t+1)^-v``, Laplace message noise ``nu_t^i = sigma0/(sqrt 2 (t+1)^varsigma_i)``,

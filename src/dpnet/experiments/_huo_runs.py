@@ -1,6 +1,5 @@
-"""The runs of paper 001's figures (Huo et al., DO-ADP), apart from their specs in :mod:`.huo`:
-the engine keys a run by the source of the module that defines it, so the specs' prose, claims
-and tables can change without recomputing hours of runs; anything here changes them all.
+"""The runs of paper 001's figures (Huo et al., DO-ADP): what is computed, apart from what the
+specs in :mod:`.huo` claim and show about it.
 
 Logistic regression (Figs. 2-3): ``f_i(x) = (1/q) sum_j log(1 + exp(-b_j a_j^T x)) +
 ||x||^2/(2q)`` over n = 20 agents on the circulant graph (i, i +- 1, 2, 3 mod n), W = I - L/7,

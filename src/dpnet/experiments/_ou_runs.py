@@ -1,6 +1,5 @@
-"""Run functions of paper 004's experiments (Ou, Wang, Liu, Lu), apart from the specs in
-:mod:`.ou` so that editing a claim or its prose keeps the cached runs (the engine hashes the run
-function's module)."""
+"""Run functions of paper 004's experiments (Ou, Wang, Liu, Lu): what is computed, apart from
+what the specs in :mod:`.ou` claim and show about it."""
 
 from __future__ import annotations
 

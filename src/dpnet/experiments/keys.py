@@ -3,6 +3,8 @@
 Two parts. The **library** below the experiments (every module of :mod:`dpnet` outside
 ``experiments``, ``compare`` and the CLI) is hashed whole, once per process: an edit to an
 algorithm, a problem or an accountant makes every run new, whatever ``dpnet.__version__`` says.
+Code is hashed as its syntax tree without docstrings, so comments, docstrings and layout do not
+count.
 The **run function's closure** above it: its source and, recursively, the source of every
 function or class of the experiment layer (or of the function's own module) that it names, the
 whole source of every such module it names, and the value of every constant it names. So the
@@ -14,10 +16,12 @@ stale result back.
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import inspect
 import sys
+import textwrap
 import types
 from pathlib import Path
 from typing import Any
@@ -37,8 +41,23 @@ def tree_digest(root: Path) -> str:
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root).as_posix()
         if not rel.startswith(("experiments/", "compare/", "cli.py")):
-            h.update(rel.encode() + b"\0" + path.read_bytes())
+            h.update(rel.encode() + b"\0" + _normalized(path.read_text()).encode())
     return h.hexdigest()[:12]
+
+
+def _normalized(source: str) -> str:
+    """The code of ``source`` without its comments, docstrings and layout (its AST), so that a
+    documentation edit keeps the cached runs; the text itself where it does not parse alone."""
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return source
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and \
+                isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
 
 
 @functools.cache
@@ -121,6 +140,6 @@ def _names(obj: Any) -> set[str]:
 
 def _source(obj: Any) -> str:
     try:
-        return inspect.getsource(obj)
+        return _normalized(inspect.getsource(obj))
     except (OSError, TypeError):
         return repr(getattr(obj, "__qualname__", obj))
