@@ -84,24 +84,26 @@ def _visit(obj: Any, parts: dict[str, str], above: tuple[str, ...]) -> None:
     scope = getattr(obj, "__globals__", None) or vars(sys.modules[module])
     for ref in sorted(_names(obj)):
         if ref in scope:
-            _value(f"{module}:{ref}", scope[ref], parts, above, module)
+            _value(f"{module}:{ref}", scope[ref], parts, above, scope)
     for i, cell in enumerate(getattr(obj, "__closure__", None) or ()):
-        _value(f"{name}:cell{i}", cell.cell_contents, parts, above, module)
+        _value(f"{name}:cell{i}", cell.cell_contents, parts, above, scope)
     for i, default in enumerate(getattr(obj, "__defaults__", None) or ()):
-        _value(f"{name}:default{i}", default, parts, above, module)
+        _value(f"{name}:default{i}", default, parts, above, scope)
 
 
 def _code_object(value: Any) -> bool:
     return inspect.ismodule(value) or inspect.isclass(value) or inspect.isroutine(value)
 
 
-def _value(label: str, value: Any, parts: dict, above: tuple, module: str) -> None:
+def _value(label: str, value: Any, parts: dict, above: tuple, scope: dict) -> None:
     if _code_object(value):
         _visit(value, parts, above)
         return
     text = _stable(value, parts, above)
     if text is None:                # no stable text: the defining module's whole source
-        _visit(sys.modules[module], parts, above)
+        path = scope.get("__file__")
+        text = _normalized(Path(path).read_text()) if path else f"unhashable {label}: {value!r}"
+        parts[f"{scope.get('__name__')}:<module>"] = text
     else:
         parts[label] = text
 
