@@ -51,10 +51,13 @@ COLUMNS = ("task", "algorithm", "accountant", "target_epsilon", "certified_epsil
 def _code() -> str:
     """Hash of this package's task and entry modules and of the data root: a run argument, so
     that editing a grid, a mapping or a task's data makes the cached runs new (the engine follows
-    what a run function names, and tasks and entries are reached through registries by name)."""
+    what a run function names, and tasks and entries are reached through registries by name);
+    docstrings and comments do not count."""
     from ..experiments.common import data_root
+    from ..experiments.keys import normalized
 
-    text = "".join(inspect.getsource(m) for m in (entries, tasks, *EXTENSIONS)) + data_root()
+    text = "".join(normalized(inspect.getsource(m)) for m in (entries, tasks, *EXTENSIONS)) + \
+        data_root()
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 

@@ -41,11 +41,11 @@ def tree_digest(root: Path) -> str:
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root).as_posix()
         if not rel.startswith(("experiments/", "compare/", "cli.py")):
-            h.update(rel.encode() + b"\0" + _normalized(path.read_text()).encode())
+            h.update(rel.encode() + b"\0" + normalized(path.read_text()).encode())
     return h.hexdigest()[:12]
 
 
-def _normalized(source: str) -> str:
+def normalized(source: str) -> str:
     """The code of ``source`` without its comments, docstrings and layout (its AST), so that a
     documentation edit keeps the cached runs; the text itself where it does not parse alone."""
     try:
@@ -102,7 +102,7 @@ def _value(label: str, value: Any, parts: dict, above: tuple, scope: dict) -> No
     text = _stable(value, parts, above)
     if text is None:                # no stable text: the defining module's whole source
         path = scope.get("__file__")
-        text = _normalized(Path(path).read_text()) if path else f"unhashable {label}: {value!r}"
+        text = normalized(Path(path).read_text()) if path else f"unhashable {label}: {value!r}"
         parts[f"{scope.get('__name__')}:<module>"] = text
     else:
         parts[label] = text
@@ -142,6 +142,6 @@ def _names(obj: Any) -> set[str]:
 
 def _source(obj: Any) -> str:
     try:
-        return _normalized(inspect.getsource(obj))
+        return normalized(inspect.getsource(obj))
     except (OSError, TypeError):
         return repr(getattr(obj, "__qualname__", obj))
