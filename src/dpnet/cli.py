@@ -6,6 +6,7 @@
     dpnet privacy NAME --param value ... [--iterations K] [--gradient-bound M] [--adjacency D]
     dpnet demo [--out DIR] [--quick]
     dpnet reproduce NAME [NAME ...] | all [--quick] [--out DIR]
+    dpnet cache [--prune DAYS | --clear]
 """
 
 from __future__ import annotations
@@ -293,6 +294,18 @@ def cmd_reproduce(args) -> int:
     return 0
 
 
+def cmd_cache(args) -> int:
+    from .experiments import engine
+
+    if args.prune is not None or args.clear:
+        n = engine.prune(None if args.clear else args.prune)
+        print(f"removed {n} cached run(s) from {engine.cache_root()}")
+    u = engine.cache_usage()
+    print(f"{u['root']}: {u['results']} result(s), {u['unfinished']} unfinished run(s), "
+          f"{u['bytes'] / 2 ** 20:.1f} MiB")
+    return 0
+
+
 def cmd_compare(args) -> int:
     from . import compare
     from .sweep import parse_seeds
@@ -451,6 +464,13 @@ def make_parser() -> argparse.ArgumentParser:
                    help="worker processes for the runs (cached under $DPNET_RUNS, default "
                         "~/.cache/dpnet/runs: an interrupted reproduction resumes run by run)")
     s.set_defaults(func=cmd_reproduce)
+    s = sub.add_parser("cache", help="the run cache of reproduce and compare ($DPNET_RUNS): its "
+                       "size, and removal of what has not been used")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--prune", type=float, metavar="DAYS",
+                   help="remove results and unfinished runs not used for DAYS days")
+    g.add_argument("--clear", action="store_true", help="remove everything")
+    s.set_defaults(func=cmd_cache)
     for hook in _SUBCOMMAND_HOOKS:
         hook(sub)
     return p

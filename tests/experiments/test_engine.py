@@ -123,3 +123,32 @@ def test_the_new_figure_example_runs_and_its_counterfactual_finds_the_cause(tmp_
     assert claim.verdict is Verdict.NOT_REPRODUCED and "s=1: 0.38" in claim.measured
     assert claim.diagnosis["verdict"] == "reproduced" and "slope 1.00" in claim.diagnosis["measured"]
     assert {p.suffix for p in tmp_path.glob("example-noise*")} == {".md", ".csv", ".png", ".json"}
+
+
+def test_cache_prune_removes_what_was_not_used_and_reading_marks_use(tmp_path, capsys):
+    import os
+    import time
+
+    from dpnet.cli import main
+    from dpnet.experiments import engine
+
+    calls = tmp_path / "calls"
+    with cache_at(tmp_path / "cache"):
+        runs = _runs(calls)
+        execute(runs)
+        (tmp_path / "cache" / "x.partial").mkdir()                  # an interrupted run
+        (tmp_path / "cache" / "x.partial" / "snapshot.pt").write_bytes(b"0" * 10)
+        old = time.time() - 3 * 86400
+        for p in (tmp_path / "cache").rglob("*"):
+            os.utime(p, (old, old))
+        execute(runs[:1])                                            # read back: used now
+        assert engine.cache_usage()["results"] == 3 and engine.cache_usage()["unfinished"] == 1
+        assert engine.prune(2.0) == 3                                # two results, the partial
+        assert engine.cache_usage()["results"] == 1
+        execute(runs)
+        assert len(calls.read_text().split()) == 5                   # the pruned two recomputed
+        with pytest.raises(ParameterError, match="days=-1"):
+            engine.prune(-1)
+        assert main(["cache", "--clear"]) == 0
+        assert "removed 3 cached run(s)" in capsys.readouterr().out
+        assert engine.cache_usage() == {**engine.cache_usage(), "results": 0, "bytes": 0}

@@ -24,6 +24,7 @@ import json
 import math
 import os
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -102,6 +103,34 @@ def cache_root() -> Path:
     return Path(os.environ.get("DPNET_RUNS") or Path.home() / ".cache" / "dpnet" / "runs")
 
 
+def cache_usage() -> dict[str, Any]:
+    """Where the run cache is, how many results and unfinished runs it holds, and their bytes."""
+    root = cache_root()
+    files = [p for p in root.rglob("*") if p.is_file()] if root.is_dir() else []
+    return {"root": str(root), "results": sum(p.parent == root and p.suffix == ".json"
+                                              for p in files),
+            "unfinished": len(list(root.glob("*.partial"))) if root.is_dir() else 0,
+            "bytes": sum(p.stat().st_size for p in files)}
+
+
+def prune(days: float | None = None) -> int:
+    """Remove cached results and unfinished runs (snapshots) unused for ``days`` days (None: all);
+    the number removed. Results are marked used when read, so a key that no longer occurs (the
+    code it hashes has changed) ages out."""
+    if days is not None and not days >= 0:
+        raise ParameterError("days", days, "a non-negative number of days (or none: everything)")
+    root, removed = cache_root(), 0
+    cutoff = -math.inf if days is None else time.time() - 86400.0 * days
+    for entry in sorted(root.glob("*")) if root.is_dir() else []:
+        tree = [entry, *entry.rglob("*")] if entry.is_dir() else [entry]
+        if days is not None and max(p.stat().st_mtime for p in tree) >= cutoff:
+            continue
+        for p in sorted(tree, reverse=True):
+            p.rmdir() if p.is_dir() else p.unlink()
+        removed += 1
+    return removed
+
+
 _FOLDER: Path | None = None
 
 
@@ -122,6 +151,8 @@ def _compute(fn: Callable, params: dict, key: str, root: str, threads: int) -> d
         torch.set_num_threads(threads)
     path = Path(root) / f"{key}.json"
     if path.exists():
+        with contextlib.suppress(OSError):      # last use, for prune(); a read-only cache is fine
+            os.utime(path)
         return json.loads(path.read_text())
     _FOLDER = Path(root) / f"{key}.partial"
     try:
