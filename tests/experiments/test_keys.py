@@ -91,3 +91,16 @@ def test_the_papers_run_functions_leave_their_prose_out():
     keys._visit(xie.simulate, parts, (*keys._ABOVE, xie.__name__))
     assert "dpnet.experiments.xie.table_i" in parts and "dpnet.experiments.xie:TAU" in parts
     assert not any("CHOICES" in k or "_linear" in k for k in parts)
+
+
+def test_arrays_are_hashed_by_their_bytes_not_their_elided_repr():
+    import numpy as np
+    import torch
+
+    a = np.zeros(5000)
+    b = a.copy()
+    b[2500] = 1.0                       # repr(a) == repr(b): numpy elides the middle
+    assert repr(a) == repr(b)
+    assert keys._stable(a, {}, ()) != keys._stable(b, {}, ())
+    assert keys._stable(torch.from_numpy(a), {}, ()) != keys._stable(torch.from_numpy(b), {}, ())
+    assert keys._stable(a, {}, ()) == keys._stable(a.copy(), {}, ())

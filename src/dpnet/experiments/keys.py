@@ -26,6 +26,8 @@ import types
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 _ABOVE = ("dpnet.experiments", "dpnet.compare", "dpnet.cli")
 
 
@@ -123,6 +125,9 @@ def _stable(value: Any, parts: dict, above: tuple) -> str | None:
     if _code_object(value):
         _visit(value, parts, above)
         return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', value)}"
+    if type(value).__name__ in ("ndarray", "Tensor"):    # their repr elides long arrays
+        array = np.asarray(value.detach().cpu() if hasattr(value, "detach") else value)
+        return f"{array.dtype}{array.shape}:{hashlib.sha256(array.tobytes()).hexdigest()}"
     text = repr(value)
     return None if " at 0x" in text or text.startswith("<") else f"{type(value).__name__}:{text}"
 
