@@ -104,3 +104,14 @@ def test_arrays_are_hashed_by_their_bytes_not_their_elided_repr():
     assert keys._stable(a, {}, ()) != keys._stable(b, {}, ())
     assert keys._stable(torch.from_numpy(a), {}, ()) != keys._stable(torch.from_numpy(b), {}, ())
     assert keys._stable(a, {}, ()) == keys._stable(a.copy(), {}, ())
+
+
+def test_a_new_version_of_the_numerical_stack_makes_every_run_new(monkeypatch):
+    from importlib import metadata
+
+    base = keys.library_digest.__wrapped__()
+    assert base == keys.library_digest()
+    real = metadata.version
+    monkeypatch.setattr(metadata, "version",
+                        lambda name: "99.0" if name == "torch" else real(name))
+    assert keys.library_digest.__wrapped__() != base

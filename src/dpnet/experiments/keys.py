@@ -1,8 +1,9 @@
 """What a cached run's result depends on, as one digest of source text (:func:`code_digest`).
 
 Two parts. The **library** below the experiments (every module of :mod:`dpnet` outside
-``experiments``, ``compare`` and the CLI) is hashed whole, once per process: an edit to an
-algorithm, a problem or an accountant makes every run new, whatever ``dpnet.__version__`` says.
+``experiments``, ``compare`` and the CLI) is hashed whole, once per process, with the versions of
+Python and of the numerical packages: an edit to an algorithm, a problem or an accountant, or a new
+torch, makes every run new, whatever ``dpnet.__version__`` says.
 Code is hashed as its syntax tree without docstrings, so comments, docstrings and layout do not
 count.
 The **run function's closure** above it: its source and, recursively, the source of every
@@ -31,10 +32,26 @@ import numpy as np
 _ABOVE = ("dpnet.experiments", "dpnet.compare", "dpnet.cli")
 
 
+#: the numerical stack a run's numbers depend on besides dpnet (a new torch may round otherwise)
+STACK = ("torch", "numpy", "scipy", "dp-accounting", "scikit-learn", "numba")
+
+
 @functools.cache
 def library_digest() -> str:
-    """Hash of every source file of the dpnet package below the experiment layer."""
-    return tree_digest(Path(__file__).resolve().parents[1])
+    """Hash of every source file of the dpnet package below the experiment layer, of the Python
+    version and of the versions of the numerical packages in :data:`STACK`."""
+    import platform
+    from importlib import metadata
+
+    versions = []
+    for name in STACK:
+        try:
+            versions.append(f"{name}=={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            versions.append(f"{name} absent")
+    stack = hashlib.sha256(" ".join([platform.python_version(), *versions]).encode())
+    return hashlib.sha256((tree_digest(Path(__file__).resolve().parents[1])
+                           + stack.hexdigest()).encode()).hexdigest()[:12]
 
 
 def tree_digest(root: Path) -> str:
