@@ -115,3 +115,16 @@ def test_a_new_version_of_the_numerical_stack_makes_every_run_new(monkeypatch):
     monkeypatch.setattr(metadata, "version",
                         lambda name: "99.0" if name == "torch" else real(name))
     assert keys.library_digest.__wrapped__() != base
+
+
+def test_a_class_is_followed_into_its_properties_and_static_methods():
+    class Setup:
+        @property
+        def size(self):
+            return keys.STACK
+
+        @staticmethod
+        def build():
+            return keys.tree_digest
+
+    assert {"STACK", "tree_digest"} <= keys._names(Setup)

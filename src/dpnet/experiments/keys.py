@@ -151,9 +151,9 @@ def _stable(value: Any, parts: dict, above: tuple) -> str | None:
 
 def _names(obj: Any) -> set[str]:
     """Every name the code of ``obj`` (a function, or each function of a class) mentions."""
-    codes = [obj.__code__] if hasattr(obj, "__code__") else [
-        f.__code__ for f in vars(obj).values() if hasattr(f, "__code__")] if inspect.isclass(obj) \
-        else []
+    members = vars(obj).values() if inspect.isclass(obj) else [obj]
+    functions = [getattr(m, "fget", None) or getattr(m, "__func__", None) or m for m in members]
+    codes = [f.__code__ for f in functions if hasattr(f, "__code__")]
     names: set[str] = set()
     while codes:
         code = codes.pop()
