@@ -5,7 +5,7 @@
     dpnet sweep CONFIG.toml [key=value ...] --set key=v1,v2,... [--seeds 0-4] [--jobs N] [--out DIR]
     dpnet privacy NAME --param value ... [--iterations K] [--gradient-bound M] [--adjacency D]
     dpnet demo [--out DIR] [--quick]
-    dpnet reproduce NAME [NAME ...] | all [--quick] [--out DIR]
+    dpnet reproduce NAME [NAME ...] | all [--quick] [--plan] [--out DIR]
     dpnet cache [--prune DAYS | --clear]
 """
 
@@ -278,6 +278,14 @@ def cmd_reproduce(args) -> int:
     from . import experiments
 
     names = list(experiments.available()) if args.names == ["all"] else args.names
+    if args.plan:
+        from .experiments.engine import cached
+
+        for name in names:
+            total, done = cached(experiments.get(name).spec.runs(args.quick))
+            print(f"{name}: {total} runs, {done} cached, {total - done} to compute (and the "
+                  "counterfactual runs of claims that do not reproduce)")
+        return 0
     failed = 0
     for name in names:
         exp = experiments.get(name)
@@ -459,6 +467,8 @@ def make_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("reproduce", help="regenerate a paper figure/table with its claims checked")
     s.add_argument("names", nargs="+", help="experiment names (dpnet list experiments) or all")
     s.add_argument("--quick", action="store_true", help="short horizons, few seeds")
+    s.add_argument("--plan", action="store_true", help="count the runs and how many are cached; "
+                   "run nothing (a spec that chooses a parameter by a sweep runs the sweep)")
     s.add_argument("--out", default="reproductions")
     s.add_argument("--jobs", type=int, default=1,
                    help="worker processes for the runs (cached under $DPNET_RUNS, default "

@@ -28,8 +28,16 @@ def test_index_counts_every_report_claims(tmp_path):
 
 def test_reproduce_writes_the_index(tmp_path, capsys):
     from dpnet.cli import main
+    from dpnet.experiments.engine import cache_at
 
-    assert main(["reproduce", "ou-fig1", "--quick", "--out", str(tmp_path)]) == 0
-    assert "index:" in capsys.readouterr().out
+    with cache_at(tmp_path / "cache"):
+        # ou-fig1 --quick: r in {0, 0.5, 0.9}, one seed each
+        assert main(["reproduce", "ou-fig1", "--quick", "--plan"]) == 0
+        assert "ou-fig1: 3 runs, 0 cached, 3 to compute" in capsys.readouterr().out
+        assert not (tmp_path / "README.md").exists()
+        assert main(["reproduce", "ou-fig1", "--quick", "--out", str(tmp_path)]) == 0
+        assert "index:" in capsys.readouterr().out
+        assert main(["reproduce", "ou-fig1", "--quick", "--plan"]) == 0
+        assert "ou-fig1: 3 runs, 3 cached, 0 to compute" in capsys.readouterr().out
     text = (tmp_path / "README.md").read_text()
     assert "| [ou-fig1](ou-fig1.md) | paper 004, §VI, Fig. 1 | --quick |" in text

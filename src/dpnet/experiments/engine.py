@@ -220,6 +220,12 @@ def execute(runs: Sequence[Run], jobs: int = 1, log: Callable[[str], None] | Non
     return Table([{**r.tags, **results[k]} for k, r in zip(keys, runs)])
 
 
+def cached(runs: Sequence[Run]) -> tuple[int, int]:
+    """``(distinct runs, of which cached)``: what :func:`execute` would compute, without running."""
+    keys = {r.key for r in runs}
+    return len(keys), sum((cache_root() / f"{k}.json").exists() for k in keys)
+
+
 def _label(run: Run) -> str:
     tags = run.tags or run.params
     return ", ".join(f"{k}={v}" for k, v in tags.items() if not isinstance(v, list | dict))
