@@ -135,6 +135,7 @@ def test_demo_ranks_its_six_algorithms_at_four_epsilons(tmp_path, capsys):
     assert main(["demo", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert all(f"epsilon = {e}:" in out for e in ("0.5", "1", "2", "4"))
+    assert "best first" in out and " > " not in out      # ranks read as a list, not as a ">"
     with (tmp_path / "leaderboard.csv").open() as fh:
         rows = list(csv.DictReader(fh))
     assert {r["algorithm"] for r in rows} == set(DEMO_ALGORITHMS) and len(DEMO_ALGORITHMS) == 6

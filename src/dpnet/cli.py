@@ -355,10 +355,10 @@ def cmd_compare(args) -> int:
 
 def _print_rankings(compare, rows) -> None:
     for task in dict.fromkeys(r["task"] for r in rows):
-        print(f"\n{task}: {compare.task_spec(task).utility} (lower is better)")
+        print(f"\n{task}: {compare.task_spec(task).utility} (lower is better; best first)")
         for eps in sorted({r["target_epsilon"] for r in rows if r["task"] == task}):
             ranked = compare.ranking(rows, task, eps)
-            print(f"  epsilon = {eps:g}: " + " > ".join(
+            print(f"  epsilon = {eps:g}: " + ", ".join(
                 f"{r['algorithm']}[{r['accountant']}] {r['utility']:.3g}" for r in ranked))
 
 
