@@ -82,9 +82,9 @@ def normalized(source: str) -> str:
 @functools.cache
 def code_digest(fn: Any) -> str:
     """The library digest and the source closure of ``fn`` (see the module docstring)."""
-    home = getattr(inspect.unwrap(fn), "__module__", "")
+    home = getattr(inspect.unwrap(fn), "__module__", None)
     parts: dict[str, str] = {}
-    _visit(inspect.unwrap(fn), parts, (*_ABOVE, home))
+    _visit(inspect.unwrap(fn), parts, (*_ABOVE, home) if home else _ABOVE)
     text = "\0".join(f"{k}\0{v}" for k, v in sorted(parts.items()))
     return library_digest() + hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -100,7 +100,7 @@ def _visit(obj: Any, parts: dict[str, str], above: tuple[str, ...]) -> None:
     parts[name] = _source(obj)
     if inspect.ismodule(obj):
         return                      # its whole text is in; what it imports is below or named
-    scope = getattr(obj, "__globals__", None) or vars(sys.modules[module])
+    scope = getattr(obj, "__globals__", None) or getattr(sys.modules.get(module), "__dict__", {})
     for ref in sorted(_names(obj)):
         if ref in scope:
             _value(f"{module}:{ref}", scope[ref], parts, above, scope)
