@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import inspect
 import json
 import sys
@@ -279,12 +280,11 @@ def cmd_reproduce(args) -> int:
 
     names = list(experiments.available()) if args.names == ["all"] else args.names
     if args.plan:
-        from .experiments.engine import cached
+        from .experiments.engine import plan
 
         for name in names:
-            total, done = cached(experiments.get(name).spec.runs(args.quick))
-            print(f"{name}: {total} runs, {done} cached, {total - done} to compute (and the "
-                  "counterfactual runs of claims that do not reproduce)")
+            runs = functools.partial(experiments.get(name).spec.runs, args.quick)
+            print(f"{name}: {plan(runs)}")
         return 0
     failed = 0
     for name in names:
@@ -468,7 +468,7 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("names", nargs="+", help="experiment names (dpnet list experiments) or all")
     s.add_argument("--quick", action="store_true", help="short horizons, few seeds")
     s.add_argument("--plan", action="store_true", help="count the runs and how many are cached; "
-                   "run nothing (a spec that chooses a parameter by a sweep runs the sweep)")
+                   "run nothing")
     s.add_argument("--out", default="reproductions")
     s.add_argument("--jobs", type=int, default=1,
                    help="worker processes for the runs (cached under $DPNET_RUNS, default "

@@ -152,3 +152,22 @@ def test_cache_prune_removes_what_was_not_used_and_reading_marks_use(tmp_path, c
         assert main(["cache", "--clear"]) == 0
         assert "removed 3 cached run(s)" in capsys.readouterr().out
         assert engine.cache_usage() == {**engine.cache_usage(), "results": 0, "bytes": 0}
+
+
+def test_plan_counts_runs_and_never_computes_even_where_a_spec_needs_results(tmp_path):
+    from dpnet.experiments.engine import plan
+
+    calls = tmp_path / "calls"
+
+    def chooser():          # a spec whose runs depend on results (a sweep choosing a parameter)
+        best = execute(_runs(calls, (1.0, 2.0))).values("value").max()
+        return _runs(calls, (best,))
+
+    with cache_at(tmp_path / "cache"):
+        assert plan(lambda: _runs(calls)).startswith("3 runs, 0 cached, 3 to compute")
+        assert plan(chooser).startswith("its runs depend on results: first 2 preliminary run(s) "
+                                        "(0 of 2 cached)")
+        assert not calls.exists()                                   # nothing was computed
+        execute(_runs(calls, (1.0, 2.0)))
+        assert plan(chooser).startswith("1 runs, 0 cached")         # the chosen run, x = 4
+        assert plan(lambda: _runs(calls)).startswith("3 runs, 2 cached, 1 to compute")

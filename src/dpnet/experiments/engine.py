@@ -197,6 +197,10 @@ def execute(runs: Sequence[Run], jobs: int = 1, log: Callable[[str], None] | Non
     result's fields. Identical runs are computed once."""
     if jobs < 1:
         raise ParameterError("jobs", jobs, "a positive number of worker processes")
+    if _PLANNING:
+        total, done = cached(runs)
+        if done < total:        # a spec that needs results to name its runs (a chosen parameter)
+            raise Unplanned(total, done)
     root = str(cache_root())
     keys = [r.key for r in runs]
     todo = {k: r for k, r in zip(keys, runs)}
@@ -224,6 +228,33 @@ def cached(runs: Sequence[Run]) -> tuple[int, int]:
     """``(distinct runs, of which cached)``: what :func:`execute` would compute, without running."""
     keys = {r.key for r in runs}
     return len(keys), sum((cache_root() / f"{k}.json").exists() for k in keys)
+
+
+_PLANNING = False
+
+
+class Unplanned(Exception):
+    """Raised while planning when a spec needs uncached results to name its runs."""
+
+    def __init__(self, total: int, done: int):
+        super().__init__(f"{total} preliminary runs ({done} cached) decide its runs")
+        self.total, self.done = total, done
+
+
+def plan(runs_of: Callable[[], Sequence[Run]]) -> str:
+    """What running ``runs_of()`` would compute, computing nothing: the runs and how many are
+    cached, or, for a spec that chooses its runs from results (a sweep), those results first."""
+    global _PLANNING
+    _PLANNING = True
+    try:
+        total, done = cached(runs_of())
+    except Unplanned as err:
+        return f"its runs depend on results: first {err.total - err.done} preliminary run(s) " \
+               f"({err.done} of {err.total} cached) that choose a parameter, then plan again"
+    finally:
+        _PLANNING = False
+    return f"{total} runs, {done} cached, {total - done} to compute (and the counterfactual " \
+           "runs of claims that do not reproduce)"
 
 
 def _label(run: Run) -> str:
