@@ -7,8 +7,8 @@ results :class:`Table`. :func:`execute` runs a list of runs with **one cache**: 
 stored under ``$DPNET_RUNS/<key>.json`` (default ``~/.cache/dpnet/runs``), where the key hashes the
 function's name, the source it executes (:func:`.keys.code_digest`: the library below the
 experiments and the function's own closure), its arguments and the data root, so an interrupted
-experiment resumes run by run, and a changed run is never read back stale. Runs go to worker processes when
-``jobs > 1``; a long run can keep snapshots in :func:`run_folder` to resume mid-run.
+experiment resumes run by run, and a changed run is never read back stale. Runs go to worker
+processes when ``jobs > 1``; a long run can keep snapshots in :func:`run_folder` to resume mid-run.
 
 A claim ends in one of four verdicts (:class:`Verdict`). A claim that is not reproduced carries a
 :class:`Diagnosis`: its cause in one sentence and a counterfactual, the same runs with one stated
@@ -23,6 +23,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -125,8 +126,7 @@ def prune(days: float | None = None) -> int:
         tree = [entry, *entry.rglob("*")] if entry.is_dir() else [entry]
         if days is not None and max(p.stat().st_mtime for p in tree) >= cutoff:
             continue
-        for p in sorted(tree, reverse=True):
-            p.rmdir() if p.is_dir() else p.unlink()
+        shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
         removed += 1
     return removed
 
@@ -165,10 +165,7 @@ def _compute(fn: Callable, params: dict, key: str, root: str, threads: int) -> d
         json.dump(_jsonable(result), fh)
     os.replace(fh.name, path)
     partial = Path(root) / f"{key}.partial"
-    if partial.exists():
-        for p in sorted(partial.rglob("*"), reverse=True):
-            p.unlink() if p.is_file() else p.rmdir()
-        partial.rmdir()
+    shutil.rmtree(partial, ignore_errors=True)
     return json.loads(path.read_text())
 
 

@@ -3,16 +3,15 @@
 Two parts. The **library** below the experiments (every module of :mod:`dpnet` outside
 ``experiments``, ``compare`` and the CLI) is hashed whole, once per process, with the versions of
 Python and of the numerical packages: an edit to an algorithm, a problem or an accountant, or a new
-torch, makes every run new, whatever ``dpnet.__version__`` says.
-Code is hashed as its syntax tree without docstrings, so comments, docstrings and layout do not
-count.
-The **run function's closure** above it: its source and, recursively, the source of every
+torch, makes every run new, whatever ``dpnet.__version__`` says. The **run function's closure**
+above it: its source and, recursively, the source of every
 function or class of the experiment layer (or of the function's own module) that it names, the
 whole source of every such module it names, and the value of every constant it names. So the
 prose, claims and tables beside a run function do not make its runs new, while an edit to
 anything the run executes does. Where a named value has no stable text (an object whose repr
 is an address) the whole module that defines it is hashed instead: recomputing beats reading a
-stale result back.
+stale result back. Code is hashed as its syntax tree without docstrings, so comments, docstrings
+and layout do not count.
 """
 
 from __future__ import annotations
