@@ -151,3 +151,67 @@ def test_a_second_row_its_accountant_refuses_is_listed_not_ranked():
     assert [r["accountant"] for r in compare.ranking(rows, "logistic", 2.0)] == ["wang_basar"]
     text = compare.markdown(rows, "dpnet compare", True, "a9a")
     assert "Refused by its accountant: **wang_basar_ternary** (rdp) at epsilon = 2" in text
+
+
+USER_ENTRY = '''
+from dpnet import algorithms, noise
+from dpnet.compare.entries import Entry, _grid, _xie_m
+
+STEP_FACTOR = {factor}
+
+ENTRY = Entry("user_diadsp", _grid((0.3, 1.0), "eta", (0.95, 0.99)),
+              lambda t, task: algorithms.DiaDSP(STEP_FACTOR * t["eta"],
+                                                noise.Laplace({scale}, decay=t["q"]),
+                                                noise.Laplace(1.0, decay=t["q"])),
+              _xie_m, "xie", "pld", "{mapping}")
+'''
+
+
+def test_a_run_is_keyed_by_its_own_entry_and_task_wherever_registered(tmp_path, monkeypatch):
+    """An entry registered from a user's module: an edit to its code makes its runs new (it was
+    read back stale when the key hashed only this package's modules); its wording, another
+    entry and the left-out reasons do not."""
+    import importlib
+    import sys
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def code(factor="1.0", scale="1.0", mapping="my mapping"):
+        (tmp_path / "user_entry.py").write_text(USER_ENTRY.format(factor=factor, scale=scale,
+                                                                  mapping=mapping))
+        import linecache
+
+        linecache.clearcache()
+        sys.modules.pop("user_entry", None)
+        monkeypatch.setitem(entries.ENTRIES, "user_diadsp",
+                            importlib.import_module("user_entry").ENTRY)
+        return entries.run_code("logistic", "user_diadsp")
+
+    base = code()
+    assert code(mapping="reworded") == base
+    assert code(factor="2.0") != base                  # a constant its builder reads
+    assert code(scale="0.5") != base                   # a literal in its builder
+    assert code() == base
+    other = entries.run_code("logistic", "pgtc")
+    monkeypatch.setitem(entries.LEFT_OUT, "x", "a new reason")
+    monkeypatch.setitem(entries.ENTRIES, "another", entries.ENTRIES["diadsp"])
+    assert entries.run_code("logistic", "pgtc") == other
+    assert entries.run_code("nonconvex", "pgtc") != other          # the task is in it too
+    sys.modules.pop("user_entry", None)
+
+
+def test_the_compare_runs_closures_hold_no_whole_module():
+    """So the prose of tasks and entries (titles, mappings, left-out reasons) never re-runs a
+    leaderboard: what a run reads through the registries is in its ``code`` argument."""
+    from dpnet.compare import cnn
+    from dpnet.experiments import keys
+
+    for fn in (compare.trial, compare.calibration, cnn.reference_run):
+        parts: dict = {}
+        keys._visit(fn, parts, (*keys._ABOVE, fn.__module__))
+        assert parts["dpnet.compare.tasks:TASKS"] == "Registry"
+        if fn is not cnn.reference_run:
+            assert parts["dpnet.compare.entries:ENTRIES"] == "Registry"
+        modules = {"dpnet.compare.entries", "dpnet.compare.tasks", "dpnet.experiments.common"}
+        assert not modules & parts.keys() and not [k for k in parts if k.endswith("<module>")]

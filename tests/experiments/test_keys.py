@@ -128,3 +128,81 @@ def test_a_class_is_followed_into_its_properties_and_static_methods():
             return keys.tree_digest
 
     assert {"STACK", "tree_digest"} <= keys._names(Setup)
+
+
+HELPERS = '''
+SCALE = {scale}
+PROSE = "{prose}"
+
+
+def scale(x):
+    return SCALE * x
+'''
+
+RUNS = '''
+from dpnet.experiments.keys import Runtime
+
+from . import helpers
+
+STATE = Runtime(folder=None)
+
+
+def run(x):
+    return helpers.scale(x) + len(str(STATE))
+
+
+def run_importing_inside(x):
+    from .helpers import scale      # a local import (as the layers above use against cycles)
+    return scale(x)
+'''
+
+
+@pytest.fixture
+def package(tmp_path, monkeypatch):
+    """A package ``keyedpkg`` (helpers + runs) written with the given fields, imported afresh;
+    returns the digest of each run function's closure."""
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def digests(scale="2.0", prose="words", state=None):
+        root = tmp_path / "keyedpkg"
+        root.mkdir(exist_ok=True)
+        (root / "__init__.py").write_text("")
+        (root / "helpers.py").write_text(HELPERS.format(scale=scale, prose=prose))
+        (root / "runs.py").write_text(RUNS)
+        linecache.clearcache()
+        for name in [m for m in sys.modules if m.startswith("keyedpkg")]:
+            del sys.modules[name]
+        runs = importlib.import_module("keyedpkg.runs")
+        if state is not None:
+            runs.STATE["folder"] = state
+        out = []
+        for fn in (runs.run, runs.run_importing_inside):
+            parts: dict = {}
+            keys._visit(fn, parts, ("keyedpkg",))
+            out.append(parts)
+        return out
+
+    yield digests
+    for name in [m for m in sys.modules if m.startswith("keyedpkg")]:
+        del sys.modules[name]
+
+
+def test_a_module_a_run_names_adds_what_the_run_reads_from_it_not_its_prose(package):
+    base = package()
+    assert "keyedpkg.helpers.scale" in base[0] and "keyedpkg.helpers:SCALE" in base[0]
+    assert not any("PROSE" in k or k == "keyedpkg.helpers" for k in base[0])
+    assert package(prose="other words") == base                   # prose beside: same key
+    changed = package(scale="3.0")                                  # what the run computes with
+    assert changed[0] != base[0] and changed[1] != base[1]
+
+
+def test_a_name_imported_inside_a_function_is_followed(package):
+    base = package()[1]
+    assert "keyedpkg.helpers.scale" in base and "keyedpkg.helpers:SCALE" in base
+
+
+def test_process_state_adds_only_its_type(package):
+    base = package()[0]
+    assert base["keyedpkg.runs:STATE"] == "Runtime"
+    assert package(state="/somewhere/else")[0] == base

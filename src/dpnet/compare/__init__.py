@@ -17,8 +17,6 @@ one cache, so an interrupted comparison resumes run by run.
 from __future__ import annotations
 
 import csv
-import hashlib
-import inspect
 import json
 import logging
 import math
@@ -32,12 +30,10 @@ import torch
 
 from ..errors import DPNetError, ParameterError
 from ..experiments.engine import Run, execute
-from . import cnn, directed, entries, online, tasks
-from .entries import DELTA, ENTRIES, LEFT_OUT, TRIALS, entry
+from . import cnn, directed, entries, online, tasks  # noqa: F401  (each registers its own)
+from .entries import DELTA, ENTRIES, LEFT_OUT, TRIALS, entry, run_code
 from .tasks import RELATION, TASKS, build, task_spec
 
-#: modules that add tasks and entries (each registers its own at import)
-EXTENSIONS: tuple = (online, directed, cnn)
 
 EPSILONS = (0.5, 1.0, 2.0, 4.0)
 #: statuses of rows that are listed under their task but not ranked
@@ -46,19 +42,6 @@ TUNING_SEED = 100
 COLUMNS = ("task", "algorithm", "accountant", "target_epsilon", "certified_epsilon", "delta",
            "utility", "utility_std", "accuracy", "bits_per_agent", "seconds", "noise_factor",
            "choice", "seeds", "status")
-
-
-def _code() -> str:
-    """Hash of this package's task and entry modules and of the data root: a run argument, so
-    that editing a grid, a mapping or a task's data makes the cached runs new (the engine follows
-    what a run function names, and tasks and entries are reached through registries by name);
-    docstrings and comments do not count."""
-    from ..experiments.common import data_root
-    from ..experiments.keys import normalized
-
-    text = "".join(normalized(inspect.getsource(m)) for m in (entries, tasks, *EXTENSIONS)) + \
-        data_root()
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def calibration(task: str, dataset: str | None, algorithm: str, params: dict, epsilon: float,
@@ -112,7 +95,8 @@ def _factor(calibrated, unit) -> float:
 def _calibrations(task, dataset, pairs, K, jobs, log) -> dict:
     """(algorithm, params, epsilon, accountant) -> calibration result."""
     runs = [Run(calibration, dict(task=task, dataset=dataset, algorithm=n, params=p,
-                                  epsilon=eps, accountant=acc, iterations=K, code=_code()))
+                                  epsilon=eps, accountant=acc, iterations=K,
+                                  code=run_code(task, n)))
             for n, p, eps, acc in pairs]
     table = execute(runs, jobs, log)
     return {(n, json.dumps(p, sort_keys=True), eps, acc): row
@@ -129,7 +113,8 @@ def _trials(task, dataset, cases, K, seeds, split, jobs, log) -> list[dict]:
                 runs.append(Run(trial, dict(task=task, dataset=dataset,
                                             algorithm=case["algorithm"], params=case["choice"],
                                             noise_factor=case["noise_factor"], iterations=K,
-                                            seed=s, split=split, code=_code())))
+                                            seed=s, split=split,
+                                            code=run_code(task, case["algorithm"]))))
     done = iter(execute(runs, jobs, log).rows)
     return [{**m, **next(done)} if m["status"] == "ok" else m for m in meta]
 

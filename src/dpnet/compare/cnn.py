@@ -82,6 +82,8 @@ from .. import algorithms, data, graphs
 from ..errors import DPNetError
 from ..experiments.engine import Run, execute
 from . import entries, tasks
+from .entries import DOADP_BATCH
+from .tasks import build
 
 TASK = "mnist_cnn"
 N_AGENTS = 10
@@ -115,15 +117,15 @@ def _exclude(name: str) -> str | None:
     return None
 
 
-def reference_run(alpha: float, beta: float, iterations: int, root: str) -> dict:
-    """One noise-free, unclipped momentum-DSGD run of the task (an engine run: cached; ``root``,
-    the data root, is part of its key, as the compare runs' ``code``)."""
+def reference_run(alpha: float, beta: float, iterations: int, code: str) -> dict:
+    """One noise-free, unclipped momentum-DSGD run of the task (an engine run: cached; ``code``,
+    :func:`~.entries.run_code` of the task, keys it by the task's builder and data root)."""
     from ..runner import run
 
-    t = tasks.build(TASK)
+    t = build(TASK)      # names, not modules: a module would put its prose in the run's key
     p = t.problem
     alg = algorithms.MomentumDSGD(alpha, REFERENCE_GAMMA, beta, batch_size=min(
-        entries.DOADP_BATCH, t.m))
+        DOADP_BATCH, t.m))
     try:
         res = run(alg, p, t.graph, iterations, x0=t.x0, seed=0, log_every=iterations,
                   reference=None)
@@ -135,10 +137,8 @@ def reference_run(alpha: float, beta: float, iterations: int, root: str) -> dict
 
 
 def _reference(K: int) -> dict:
-    from ..experiments import common
-
     runs = [Run(reference_run, dict(alpha=g["alpha"], beta=g["beta"], iterations=K,
-                                    root=common.data_root())) for g in CNN_GRID]
+                                    code=entries.run_code(TASK))) for g in CNN_GRID]
     ok = [(g, r) for g, r in zip(CNN_GRID, execute(runs).rows) if r["status"] == "ok"]
     if not ok:
         return {"method": "momentum DSGD (every step size diverged)", "eta": math.nan,

@@ -27,6 +27,7 @@ from typing import Any
 
 from .. import algorithms, compression, noise
 from ..errors import UnknownNameError
+from ..experiments.keys import PROSE, Registry
 from ..problems.stochastic import Clip
 
 DELTA = 1e-5
@@ -41,7 +42,7 @@ class Entry:
     constants: Callable[[Any], dict[str, float]]    # task -> assumptions under its relation
     default: str                                    # the default (sound) accountant
     tight: str | None                               # the tightest one dpnet has, where different
-    mapping: str
+    mapping: str = dataclasses.field(metadata=PROSE)   # not in a run's key
     options: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
     #: task -> why this algorithm does not apply to it (None: it applies)
     inapplicable: Callable[[Any], str | None] = lambda task: None
@@ -73,7 +74,7 @@ def _xie_m(task) -> dict[str, float]:
     return {"gradient_bound": task.sensitivity / 2}
 
 
-ENTRIES: dict[str, Entry] = {e.name: e for e in (
+ENTRIES: dict[str, Entry] = Registry({e.name: e for e in (
     Entry("diadsp", _grid((0.3, 1.0), "eta", (0.95, 0.99)),
           lambda t, task: algorithms.DiaDSP(t["eta"], _lap(t["q"]), _lap(t["q"])),
           _xie_m, "xie", "pld", "paper 000 Theorem 3 (as PGTC with C = I): M = R/m"),
@@ -103,7 +104,7 @@ ENTRIES: dict[str, Entry] = {e.name: e for e in (
           lambda task: None if getattr(task.problem, "supports_clip", False) else
           f"its sensitivity comes from per-sample clipping; {type(task.problem).__name__} has no "
           "per-sample gradients"),
-)}
+)})
 
 TRIALS = len(next(iter(ENTRIES.values())).grid)
 
@@ -143,6 +144,18 @@ def entry(name: str) -> Entry:
     if name not in ENTRIES:
         raise UnknownNameError("benchmark algorithm", name, ENTRIES)
     return ENTRIES[name]
+
+
+def run_code(task: str, algorithm: str | None = None) -> str:
+    """What a run reads by name through the registries, as one of its arguments (``code``): the
+    task's spec (its builder's source closure) and the entry's (its builder, assumptions, grids
+    and accountants), wherever each was registered, and the data root. Their prose (a title, a
+    mapping's wording) does not count, and another entry's edit leaves these runs cached."""
+    from ..experiments.common import data_root
+    from ..experiments.keys import value_digest
+    from .tasks import task_spec
+
+    return value_digest(task_spec(task), *([entry(algorithm)] if algorithm else []), data_root())
 
 
 def check_complete() -> list[str]:

@@ -26,6 +26,7 @@ import torch
 
 from .. import graphs
 from ..errors import UnknownNameError
+from ..experiments.keys import PROSE, Registry
 from ..problems import LogisticRegression, NonconvexLogistic
 from ..problems.base import minimize_global
 
@@ -36,18 +37,19 @@ RELATION = ("one record of one agent's local dataset replaced by any record with
 @dataclass(frozen=True)
 class TaskSpec:
     name: str
-    title: str
-    utility: str               # the ranked metric (lower is better)
+    title: str = dataclasses.field(metadata=PROSE)     # prose fields are not in a run's key
+    utility: str = dataclasses.field(metadata=PROSE)   # the ranked metric (lower is better)
     horizon: int
     quick_horizon: int
     builder: Callable[[TaskSpec, str | None], Task]   # (spec, dataset) -> the built task
     n_agents: int = 10
     dataset: str = ""
-    relation: str = RELATION   # the neighbouring relation every guarantee on the task is under
+    #: the neighbouring relation every guarantee on the task is under
+    relation: str = dataclasses.field(default=RELATION, metadata=PROSE)
     finite_sum: bool = True    # False: a stream, each record used at one step only
 
 
-TASKS: dict[str, TaskSpec] = {}
+TASKS: dict[str, TaskSpec] = Registry()
 
 
 def register(spec: TaskSpec) -> TaskSpec:

@@ -14,8 +14,9 @@ import numpy as np
 
 from .. import data, models
 from ..problems.neural import NeuralProblem
+from .keys import Runtime
 
-_SOURCE: dict = {"root": None, "verify": True}
+_SOURCE: dict = Runtime(root=None, verify=True)   # the data root is in every run's key
 
 
 @contextlib.contextmanager

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ParameterError
+from .keys import Runtime
 
 
 class Verdict(StrEnum):
@@ -131,20 +132,21 @@ def prune(days: float | None = None) -> int:
     return removed
 
 
-_FOLDER: Path | None = None
+#: the folder of the run being computed, and whether a plan is being made (no run's input)
+_STATE = Runtime(folder=None, planning=False)
 
 
 def run_folder() -> Path:
     """A folder owned by the run being executed, for snapshots of a long run (kept until the
     run's result is stored, then removed)."""
-    if _FOLDER is None:
+    folder = _STATE["folder"]
+    if folder is None:
         raise RuntimeError("run_folder() is only available inside a run executed by the engine")
-    _FOLDER.mkdir(parents=True, exist_ok=True)
-    return _FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def _compute(fn: Callable, params: dict, key: str, root: str, threads: int) -> dict:
-    global _FOLDER
     if threads:
         import torch
 
@@ -154,11 +156,11 @@ def _compute(fn: Callable, params: dict, key: str, root: str, threads: int) -> d
         with contextlib.suppress(OSError):      # last use, for prune(); a read-only cache is fine
             os.utime(path)
         return json.loads(path.read_text())
-    _FOLDER = Path(root) / f"{key}.partial"
+    _STATE["folder"] = Path(root) / f"{key}.partial"
     try:
         result = fn(**params)
     finally:
-        _FOLDER = None
+        _STATE["folder"] = None
     _check_result(fn, params, result)
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as fh:
@@ -194,7 +196,7 @@ def execute(runs: Sequence[Run], jobs: int = 1, log: Callable[[str], None] | Non
     result's fields. Identical runs are computed once."""
     if jobs < 1:
         raise ParameterError("jobs", jobs, "a positive number of worker processes")
-    if _PLANNING:
+    if _STATE["planning"]:
         total, done = cached(runs)
         if done < total:        # a spec that needs results to name its runs (a chosen parameter)
             raise Unplanned(total, done)
@@ -227,9 +229,6 @@ def cached(runs: Sequence[Run]) -> tuple[int, int]:
     return len(keys), sum((cache_root() / f"{k}.json").exists() for k in keys)
 
 
-_PLANNING = False
-
-
 class Unplanned(Exception):
     """Raised while planning when a spec needs uncached results to name its runs."""
 
@@ -241,15 +240,14 @@ class Unplanned(Exception):
 def plan(runs_of: Callable[[], Sequence[Run]]) -> str:
     """What running ``runs_of()`` would compute, computing nothing: the runs and how many are
     cached, or, for a spec that chooses its runs from results (a sweep), those results first."""
-    global _PLANNING
-    _PLANNING = True
+    _STATE["planning"] = True
     try:
         total, done = cached(runs_of())
     except Unplanned as err:
         return f"its runs depend on results: first {err.total - err.done} preliminary run(s) " \
                f"({err.done} of {err.total} cached) that choose a parameter, then plan again"
     finally:
-        _PLANNING = False
+        _STATE["planning"] = False
     return f"{total} runs, {done} cached, {total - done} to compute (and the counterfactual " \
            "runs of claims that do not reproduce)"
 

@@ -17,8 +17,11 @@ and layout do not count.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import hashlib
+import importlib
+import importlib.util
 import inspect
 import sys
 import textwrap
@@ -29,6 +32,23 @@ from typing import Any
 import numpy as np
 
 _ABOVE = ("dpnet.experiments", "dpnet.compare", "dpnet.cli")
+
+
+#: metadata of a dataclass field that only describes (a title, a mapping's wording): not hashed
+PROSE = {"prose": True}
+
+
+class Runtime(dict):
+    """Process state that runs read (the data source, the run's folder): its value when a key is
+    computed is no input of the run, so it adds only its type to a key. What a result depends on
+    is keyed elsewhere (the data root in every run's key)."""
+
+
+class Registry(Runtime):
+    """Name -> object, read by the runs through the name. A registry adds only its type to the
+    digest of a function that names it: every run that reads an entry carries that entry's
+    :func:`value_digest` among its arguments (as :mod:`dpnet.compare`'s runs do), so adding or
+    editing one entry, wherever it is registered, leaves the other entries' cached runs valid."""
 
 
 #: the numerical stack a run's numbers depend on besides dpnet (a new torch may round otherwise)
@@ -88,6 +108,22 @@ def code_digest(fn: Any) -> str:
     return library_digest() + hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+def value_digest(*values: Any) -> str:
+    """The library digest and the digest of ``values`` that runs reach by name through a
+    :class:`Registry`: a function or class by its source closure, followed through the module
+    that defines it (an entry registered from a user's module too), a dataclass by its type and
+    its fields but the :data:`PROSE` ones, anything else by its stable text."""
+    members = [m for v in values for m in ([v, type(v), *(getattr(v, f.name) for f in
+                                                          dataclasses.fields(v))]
+                                           if dataclasses.is_dataclass(v) and not isinstance(v, type) else [v])]
+    homes = sorted({m.__module__ for m in members if _code_object(m)} - {"builtins"})
+    parts: dict[str, str] = {}
+    for i, value in enumerate(values):
+        _value(f"value{i}", value, parts, (*_ABOVE, *homes), {})
+    text = "\0".join(f"{k}\0{v}" for k, v in sorted(parts.items()))
+    return library_digest() + hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
 def _visit(obj: Any, parts: dict[str, str], above: tuple[str, ...]) -> None:
     obj = inspect.unwrap(obj) if callable(obj) else obj
     module = obj.__name__ if inspect.ismodule(obj) else getattr(obj, "__module__", None) or ""
@@ -100,13 +136,44 @@ def _visit(obj: Any, parts: dict[str, str], above: tuple[str, ...]) -> None:
     if inspect.ismodule(obj):
         return                      # its whole text is in; what it imports is below or named
     scope = getattr(obj, "__globals__", None) or getattr(sys.modules.get(module), "__dict__", {})
-    for ref in sorted(_names(obj)):
-        if ref in scope:
-            _value(f"{module}:{ref}", scope[ref], parts, above, scope)
+    names, local = _names(obj), _local_imports(obj)
+    for ref in sorted(n for n in names if not (n.startswith("__") and n.endswith("__"))):
+        value = local[ref] if ref in local else scope[ref] if ref in scope else None
+        if inspect.ismodule(value) and value.__name__.startswith(above):
+            # a module of the layer: what the code reads from it, not its whole text (prose)
+            inner = vars(value)
+            for attr in sorted(names & inner.keys()):
+                _value(f"{value.__name__}:{attr}", inner[attr], parts, above, inner)
+        elif ref in local or ref in scope:
+            _value(f"{module}:{ref}", value, parts, above, scope)
     for i, cell in enumerate(getattr(obj, "__closure__", None) or ()):
         _value(f"{name}:cell{i}", cell.cell_contents, parts, above, scope)
     for i, default in enumerate(getattr(obj, "__defaults__", None) or ()):
         _value(f"{name}:default{i}", default, parts, above, scope)
+
+
+def _local_imports(obj: Any) -> dict[str, Any]:
+    """The names that the body of ``obj`` imports itself (``from ..experiments import common``
+    inside a function, to avoid an import cycle): its globals do not hold them."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(obj)))
+    except (OSError, TypeError, SyntaxError):
+        return {}
+    package = getattr(inspect.getmodule(obj), "__package__", None) or ""
+    found: dict[str, Any] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+            for alias in node.names:
+                source = importlib.import_module(base)
+                found[alias.asname or alias.name] = getattr(source, alias.name, None) or \
+                    importlib.import_module(f"{base}.{alias.name}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                top = alias.name if alias.asname else alias.name.split(".")[0]
+                found[alias.asname or top] = importlib.import_module(top if not alias.asname
+                                                                     else alias.name)
+    return found
 
 
 def _code_object(value: Any) -> bool:
@@ -130,6 +197,8 @@ def _stable(value: Any, parts: dict, above: tuple) -> str | None:
     """Text of a constant that is the same in every process, or None."""
     if value is None or isinstance(value, bool | int | float | complex | str | bytes):
         return repr(value)
+    if isinstance(value, Runtime):
+        return type(value).__name__     # keyed elsewhere (see Runtime, Registry)
     if isinstance(value, list | tuple | set | frozenset):
         items = [_stable(v, parts, above) for v in value]
         if isinstance(value, set | frozenset) and None not in items:
@@ -138,6 +207,12 @@ def _stable(value: Any, parts: dict, above: tuple) -> str | None:
     if isinstance(value, dict):
         items = [(_stable(k, parts, above), _stable(v, parts, above)) for k, v in value.items()]
         return None if any(None in kv for kv in items) else f"dict({items})"
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        _visit(type(value), parts, above)
+        fields = [(f.name, _stable(getattr(value, f.name), parts, above))
+                  for f in dataclasses.fields(value) if not f.metadata.get("prose")]
+        return None if any(v is None for _, v in fields) else \
+            f"{type(value).__module__}.{type(value).__qualname__}({fields})"
     if _code_object(value):
         _visit(value, parts, above)
         return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', value)}"
