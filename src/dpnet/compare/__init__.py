@@ -34,7 +34,6 @@ from . import cnn, directed, entries, online, tasks  # noqa: F401  (each registe
 from .entries import DELTA, ENTRIES, LEFT_OUT, TRIALS, entry, run_code
 from .tasks import RELATION, TASKS, build, task_spec
 
-
 EPSILONS = (0.5, 1.0, 2.0, 4.0)
 #: statuses of rows that are listed under their task but not ranked
 UNRANKED = ("not applicable", "refused")

@@ -104,8 +104,7 @@ def code_digest(fn: Any) -> str:
     home = getattr(inspect.unwrap(fn), "__module__", None)
     parts: dict[str, str] = {}
     _visit(inspect.unwrap(fn), parts, (*_ABOVE, home) if home else _ABOVE)
-    text = "\0".join(f"{k}\0{v}" for k, v in sorted(parts.items()))
-    return library_digest() + hashlib.sha256(text.encode()).hexdigest()[:12]
+    return _digest(parts)
 
 
 def value_digest(*values: Any) -> str:
@@ -113,13 +112,20 @@ def value_digest(*values: Any) -> str:
     :class:`Registry`: a function or class by its source closure, followed through the module
     that defines it (an entry registered from a user's module too), a dataclass by its type and
     its fields but the :data:`PROSE` ones, anything else by its stable text."""
-    members = [m for v in values for m in ([v, type(v), *(getattr(v, f.name) for f in
-                                                          dataclasses.fields(v))]
-                                           if dataclasses.is_dataclass(v) and not isinstance(v, type) else [v])]
-    homes = sorted({m.__module__ for m in members if _code_object(m)} - {"builtins"})
+    def members(v: Any) -> list:
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            return [v, type(v), *(getattr(v, f.name) for f in dataclasses.fields(v))]
+        return [v]
+
+    homes = sorted({m.__module__ for v in values for m in members(v) if _code_object(m)}
+                   - {"builtins"})
     parts: dict[str, str] = {}
     for i, value in enumerate(values):
         _value(f"value{i}", value, parts, (*_ABOVE, *homes), {})
+    return _digest(parts)
+
+
+def _digest(parts: dict[str, str]) -> str:
     text = "\0".join(f"{k}\0{v}" for k, v in sorted(parts.items()))
     return library_digest() + hashlib.sha256(text.encode()).hexdigest()[:12]
 
