@@ -215,3 +215,29 @@ def test_the_compare_runs_closures_hold_no_whole_module():
             assert parts["dpnet.compare.entries:ENTRIES"] == "Registry"
         modules = {"dpnet.compare.entries", "dpnet.compare.tasks", "dpnet.experiments.common"}
         assert not modules & parts.keys() and not [k for k in parts if k.endswith("<module>")]
+
+
+def test_cli_compare_with_a_users_module_benchmarks_its_entry(tmp_path, capsys):
+    """``--with FILE`` imports a module that registers its own entry; the leaderboard ranks it
+    beside the built-in ones. A missing file is an error naming the option."""
+    import sys
+
+    path = tmp_path / "my_entry.py"
+    path.write_text(USER_ENTRY.format(factor="1.0", scale="1.0", mapping="as diadsp") +
+                    "\nfrom dpnet.compare.entries import register\nregister(ENTRY)\n")
+    try:
+        assert main(["compare", "--quick", "--tasks", "nonconvex", "--with", str(path),
+                     "--algorithms", "user_diadsp,diadsp", "--epsilons", "2", "--seeds", "0",
+                     "--tight", "none", "--silent", "--out", str(tmp_path / "lb")]) == 0
+        rows = list(csv.DictReader((tmp_path / "lb" / "leaderboard.csv").open()))
+        mine, theirs = ([r for r in rows if r["algorithm"] == a] for a in ("user_diadsp",
+                                                                            "diadsp"))
+        assert len(mine) == 1 and mine[0]["status"] == "ok"
+        # the same builder and grid as diadsp: the same calibration, choice and utility
+        assert mine[0]["utility"] == theirs[0]["utility"]
+        assert mine[0]["noise_factor"] == theirs[0]["noise_factor"]
+    finally:
+        entries.ENTRIES.pop("user_diadsp", None)
+        sys.modules.pop("my_entry", None)
+    assert main(["compare", "--quick", "--with", str(tmp_path / "missing.py")]) == 2
+    assert "--with" in capsys.readouterr().err

@@ -314,10 +314,34 @@ def cmd_cache(args) -> int:
     return 0
 
 
+def _import_extensions(paths: list[str]) -> None:
+    """Import each module or ``.py`` file of ``--with``: it registers its own tasks, entries
+    (and algorithms) at import, as :mod:`dpnet.compare`'s own extension modules do."""
+    import importlib
+    import importlib.util
+
+    for item in paths:
+        path = Path(item)
+        if path.suffix == ".py":
+            if not path.is_file():
+                raise ParameterError("--with", item, "an existing .py file or an importable "
+                                     "module name")
+            spec = importlib.util.spec_from_file_location(path.stem, path.resolve())
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[path.stem] = module          # its functions' source stays findable
+            spec.loader.exec_module(module)
+            continue
+        try:
+            importlib.import_module(item)
+        except ModuleNotFoundError as err:
+            raise ParameterError("--with", item, f"an importable module ({err})") from None
+
+
 def cmd_compare(args) -> int:
     from . import compare
     from .sweep import parse_seeds
 
+    _import_extensions(args.extensions)
     tasks = [t for t in args.tasks.split(",") if t] or list(compare.TASKS)
     epsilons = [float(e) for e in args.epsilons.split(",")] if args.epsilons else (
         [1.0, 4.0] if args.quick else list(compare.EPSILONS))
@@ -460,6 +484,9 @@ def make_parser() -> argparse.ArgumentParser:
                    "(default 0: no audit); exit status 1 if any exceeds its claim")
     s.add_argument("--audit-per-task", type=int, default=None, metavar="N",
                    help="at most N audited algorithms per task (default: every one)")
+    s.add_argument("--with", dest="extensions", action="append", default=[], metavar="MODULE",
+                   help="a module or .py file to import first, which registers its own "
+                   "benchmark entries or tasks (dpnet.compare.entries.register); repeatable")
     s.add_argument("--jobs", type=int, default=1)
     s.add_argument("--silent", action="store_true")
     s.add_argument("--out", default="leaderboard")
