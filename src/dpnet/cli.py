@@ -310,7 +310,7 @@ def cmd_cache(args) -> int:
         print(f"removed {n} cached run(s) from {engine.cache_root()}")
     u = engine.cache_usage()
     print(f"{u['root']}: {u['results']} result(s), {u['unfinished']} unfinished run(s), "
-          f"{u['bytes'] / 2 ** 20:.1f} MiB")
+          f"{u['running']} computing now (left alone), {u['bytes'] / 2 ** 20:.1f} MiB")
     return 0
 
 

@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from _engine_runs import square  # noqa: E402  (tests/experiments on sys.path)
+from _engine_runs import cleared_midway, square  # noqa: E402  (tests/experiments on sys.path)
 
 from dpnet.errors import ParameterError
 from dpnet.experiments import Check, Diagnosis, Report, Run, Spec, Table, Verdict, execute
@@ -153,6 +153,30 @@ def test_cache_prune_removes_what_was_not_used_and_reading_marks_use(tmp_path, c
         assert "removed 3 cached run(s)" in capsys.readouterr().out
         usage = engine.cache_usage()
         assert (usage["results"], usage["unfinished"], usage["bytes"]) == (0, 0, 0)
+
+
+def test_clearing_the_cache_leaves_a_run_being_computed_alone(tmp_path):
+    """A clear while a run computes (here: from inside it) removes the other results and a dead
+    process's leftovers, not the running run's snapshot, lock or result."""
+    import subprocess
+    import sys
+
+    from dpnet.experiments import engine
+
+    with cache_at(tmp_path / "cache"):
+        execute(_runs(tmp_path / "calls", (1.0, 2.0)))                 # two other results
+        dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True, check=True).stdout.split()[0]
+        (tmp_path / "cache" / "gone.lock").write_text(f"{__import__('socket').gethostname()} "
+                                                      f"{dead}")
+        (tmp_path / "cache" / "gone.partial").mkdir()                  # its process died
+        (row,) = execute([Run(cleared_midway, {"x": 5.0})]).rows
+        assert row["removed_midway"] == 4                               # 2 results, gone.*
+        assert row["snapshot_kept"] is True and row["value"] == 5.0
+        assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == \
+            [f"{Run(cleared_midway, {'x': 5.0}).key}.json"]              # no lock, no partial
+        usage = engine.cache_usage()
+        assert (usage["results"], usage["unfinished"], usage["running"]) == (1, 0, 0)
 
 
 def test_plan_counts_runs_and_never_computes_even_where_a_spec_needs_results(tmp_path):

@@ -106,24 +106,49 @@ def cache_root() -> Path:
 
 
 def cache_usage() -> dict[str, Any]:
-    """Where the run cache is, how many results and unfinished runs it holds, and their bytes."""
+    """Where the run cache is, how many results, unfinished runs and runs computing now it holds,
+    and their bytes."""
     root = cache_root()
     files = [p for p in root.rglob("*") if p.is_file()] if root.is_dir() else []
+    running = _running(root)
     return {"root": str(root), "results": sum(p.parent == root and p.suffix == ".json"
                                               for p in files),
-            "unfinished": len(list(root.glob("*.partial"))) if root.is_dir() else 0,
-            "bytes": sum(p.stat().st_size for p in files)}
+            "unfinished": sum(p.name.split(".")[0] not in running for p in root.glob("*.partial")),
+            "running": len(running), "bytes": sum(p.stat().st_size for p in files)}
+
+
+def _running(root: Path) -> set[str]:
+    """Keys of the runs being computed now: a lock whose process is alive (or on another host,
+    where it cannot be checked)."""
+    import socket
+
+    live = set()
+    for lock in root.glob("*.lock") if root.is_dir() else []:
+        try:
+            host, pid = lock.read_text().split()
+            if host == socket.gethostname():
+                os.kill(int(pid), 0)
+        except ProcessLookupError:
+            continue                 # its process died: an unfinished run, prunable
+        except (OSError, ValueError):
+            pass                     # unreadable, or not ours to signal: assume alive
+        live.add(lock.name.split(".")[0])
+    return live
 
 
 def prune(days: float | None = None) -> int:
     """Remove cached results and unfinished runs (snapshots) unused for ``days`` days (None: all);
     the number removed. Results are marked used when read, so a key that no longer occurs (the
-    code it hashes has changed) ages out."""
+    code it hashes has changed) ages out. A run being computed now (its lock's process alive) is
+    left alone, so clearing beside a long reproduction never loses its result."""
     if days is not None and not days >= 0:
         raise ParameterError("days", days, "a non-negative number of days (or none: everything)")
     root, removed = cache_root(), 0
     cutoff = -math.inf if days is None else time.time() - 86400.0 * days
+    running = _running(root)        # their snapshots, result being written and lock stay
     for entry in sorted(root.glob("*")) if root.is_dir() else []:
+        if entry.name.split(".")[0] in running:
+            continue
         tree = [entry, *entry.rglob("*")] if entry.is_dir() else [entry]
         if days is not None and max(p.stat().st_mtime for p in tree) >= cutoff:
             continue
@@ -156,18 +181,23 @@ def _compute(fn: Callable, params: dict, key: str, root: str, threads: int) -> d
         with contextlib.suppress(OSError):      # last use, for prune(); a read-only cache is fine
             os.utime(path)
         return json.loads(path.read_text())
+    import socket
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = Path(root) / f"{key}.lock"          # prune() leaves a run alone while it computes
+    lock.write_text(f"{socket.gethostname()} {os.getpid()}")
     _STATE["folder"] = Path(root) / f"{key}.partial"
     try:
         result = fn(**params)
+        _check_result(fn, params, result)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, prefix=f"{key}.",
+                                         suffix=".tmp") as fh:
+            json.dump(_jsonable(result), fh)
+        os.replace(fh.name, path)
+        shutil.rmtree(Path(root) / f"{key}.partial", ignore_errors=True)
     finally:
         _STATE["folder"] = None
-    _check_result(fn, params, result)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as fh:
-        json.dump(_jsonable(result), fh)
-    os.replace(fh.name, path)
-    partial = Path(root) / f"{key}.partial"
-    shutil.rmtree(partial, ignore_errors=True)
+        lock.unlink(missing_ok=True)
     return json.loads(path.read_text())
 
 
