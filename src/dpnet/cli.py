@@ -394,14 +394,12 @@ DEMO_ALGORITHMS = ("diadsp", "ppdc", "dpp2", "doadp", "dp_dda", "ldp_online")
 
 def cmd_demo(args) -> int:
     """The answer to "which algorithm at my epsilon?" on one real dataset, in minutes."""
-    args.tasks, args.epsilons, args.seeds = "logistic", "0.5,1,2,4", "0,1"
-    args.algorithms = ",".join(DEMO_ALGORITHMS)
-    args.dataset, args.jobs, args.tight, args.silent = "mushrooms", 1, "rdp", True
-    args.argv = ["--quick", "--tasks", "logistic", "--dataset", "mushrooms", "--algorithms",
-                 args.algorithms, "--epsilons", "0.5,1,2,4", "--seeds", "0,1", "--tight", "rdp",
-                 "--out", args.out]
-    args.quick, args.audit, args.audit_per_task = True, 0, None
-    return cmd_compare(args)
+    argv = ["--quick", "--tasks", "logistic", "--dataset", "mushrooms", "--algorithms",
+            ",".join(DEMO_ALGORITHMS), "--epsilons", "0.5,1,2,4", "--seeds", "0,1", "--tight",
+            "rdp", "--out", args.out]
+    compare_args = make_parser().parse_args(["compare", *argv, "--silent"])   # every default
+    compare_args.argv = argv
+    return cmd_compare(compare_args)
 
 
 # -- entry -----------------------------------------------------------------------------------
