@@ -206,3 +206,17 @@ def test_process_state_adds_only_its_type(package):
     base = package()[0]
     assert base["keyedpkg.runs:STATE"] == "Runtime"
     assert package(state="/somewhere/else")[0] == base
+
+
+def test_a_missing_optional_package_imported_inside_a_run_does_not_stop_its_key():
+    def run(x):
+        try:
+            import a_package_that_is_not_installed  # noqa: F401
+        except ImportError:
+            pass
+        from dpnet.experiments.keys import STACK
+        return len(STACK) * x
+
+    parts: dict = {}
+    keys._visit(run, parts, (__name__, *keys._ABOVE))
+    assert parts[f"{__name__}:STACK"] == keys._stable(keys.STACK, {}, ())   # no ImportError

@@ -168,17 +168,20 @@ def _local_imports(obj: Any) -> dict[str, Any]:
     package = getattr(inspect.getmodule(obj), "__package__", None) or ""
     found: dict[str, Any] = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            base = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
-            for alias in node.names:
-                source = importlib.import_module(base)
-                found[alias.asname or alias.name] = getattr(source, alias.name, None) or \
-                    importlib.import_module(f"{base}.{alias.name}")
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                top = alias.name if alias.asname else alias.name.split(".")[0]
-                found[alias.asname or top] = importlib.import_module(top if not alias.asname
-                                                                     else alias.name)
+        try:                        # an optional package may be missing: the run guards it
+            if isinstance(node, ast.ImportFrom):
+                base = importlib.util.resolve_name("." * node.level + (node.module or ""),
+                                                   package)
+                for alias in node.names:
+                    source = importlib.import_module(base)
+                    found[alias.asname or alias.name] = getattr(source, alias.name, None) or \
+                        importlib.import_module(f"{base}.{alias.name}")
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    name = alias.name if alias.asname else alias.name.split(".")[0]
+                    found[alias.asname or name] = importlib.import_module(name)
+        except ImportError:
+            continue
     return found
 
 
