@@ -283,8 +283,9 @@ def cmd_reproduce(args) -> int:
         from .experiments.engine import plan
 
         for name in names:
-            runs = functools.partial(experiments.get(name).spec.runs, args.quick)
-            print(f"{name}: {plan(runs)}")
+            spec = experiments.get(name).spec
+            print(f"{name}: " + plan(functools.partial(spec.runs, args.quick),
+                                     [c.diagnosis for c in spec.checks if c.diagnosis]))
         return 0
     failed = 0
     for name in names:
@@ -492,8 +493,8 @@ def make_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("reproduce", help="regenerate a paper figure/table with its claims checked")
     s.add_argument("names", nargs="+", help="experiment names (dpnet list experiments) or all")
     s.add_argument("--quick", action="store_true", help="short horizons, few seeds")
-    s.add_argument("--plan", action="store_true", help="count the runs and how many are cached; "
-                   "run nothing")
+    s.add_argument("--plan", action="store_true", help="count the runs, how many are cached "
+                   "and at most how many counterfactual runs may follow; run nothing")
     s.add_argument("--out", default="reproductions")
     s.add_argument("--jobs", type=int, default=1,
                    help="worker processes for the runs (cached under $DPNET_RUNS, default "

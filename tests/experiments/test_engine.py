@@ -196,3 +196,15 @@ def test_plan_counts_runs_and_never_computes_even_where_a_spec_needs_results(tmp
         execute(_runs(calls, (1.0, 2.0)))
         assert plan(chooser).startswith("1 runs, 0 cached")         # the chosen run, x = 4
         assert plan(lambda: _runs(calls)).startswith("3 runs, 2 cached, 1 to compute")
+        doubled = Diagnosis("cause", "x doubled", lambda r: r.replace(x=2 * r.params["x"]))
+        same = Diagnosis("cause", "no change", lambda r: r)
+        # x = 2 doubled is x = 4, a run of the spec itself: not counted again
+        assert plan(lambda: _runs(calls), [doubled, same]).endswith(
+            "; up to 2 counterfactual run(s) (0 cached) for claims that do not reproduce")
+        later = Diagnosis("cause", "a chosen step",           # its own sweep, not cached
+                          lambda r: _runs(calls, (execute(_runs(calls, (7.0, 8.0)))
+                                                  .values("value").max(),))[0])
+        assert plan(lambda: _runs(calls, (5.0,)), [later]).endswith(
+            "(0 cached) for claims that do not reproduce, and 1 counterfactual(s) that choose "
+            "their runs from results")
+        assert len(calls.read_text().split()) == 2                  # still nothing computed

@@ -267,19 +267,31 @@ class Unplanned(Exception):
         self.total, self.done = total, done
 
 
-def plan(runs_of: Callable[[], Sequence[Run]]) -> str:
+def plan(runs_of: Callable[[], Sequence[Run]], diagnoses: Sequence[Diagnosis] = ()) -> str:
     """What running ``runs_of()`` would compute, computing nothing: the runs and how many are
-    cached, or, for a spec that chooses its runs from results (a sweep), those results first."""
+    cached, or, for a spec that chooses its runs from results (a sweep), those results first;
+    and at most how many counterfactual runs ``diagnoses`` add (each runs only if its claim does
+    not reproduce)."""
     _STATE["planning"] = True
     try:
-        total, done = cached(runs_of())
+        runs = runs_of()
+        total, done = cached(runs)
+        base, extra, later = {r.key for r in runs}, [], 0
+        for d in diagnoses:
+            try:
+                extra += [c for c in map(d.counterfactual, runs) if c.key not in base]
+            except Unplanned:
+                later += 1
     except Unplanned as err:
         return f"its runs depend on results: first {err.total - err.done} preliminary run(s) " \
                f"({err.done} of {err.total} cached) that choose a parameter, then plan again"
     finally:
         _STATE["planning"] = False
-    return f"{total} runs, {done} cached, {total - done} to compute (and the counterfactual " \
-           "runs of claims that do not reproduce)"
+    n, m = cached(extra)
+    return f"{total} runs, {done} cached, {total - done} to compute; up to {n} counterfactual " \
+           f"run(s) ({m} cached) for claims that do not reproduce" + (
+               f", and {later} counterfactual(s) that choose their runs from results" if later
+               else "")
 
 
 def _label(run: Run) -> str:
