@@ -241,3 +241,25 @@ def test_cli_compare_with_a_users_module_benchmarks_its_entry(tmp_path, capsys):
         sys.modules.pop("my_entry", None)
     assert main(["compare", "--quick", "--with", str(tmp_path / "missing.py")]) == 2
     assert "--with" in capsys.readouterr().err
+
+
+def test_the_example_entry_is_ranked_beside_the_one_it_varies(tmp_path):
+    """examples/my_entry.py (PGTC with Rand-k): the same theorem gives the same noise factor
+    as PGTC's, the runs differ, and both are ranked."""
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "my_entry.py"
+    try:
+        assert main(["compare", "--quick", "--tasks", "nonconvex", "--with", str(example),
+                     "--algorithms", "pgtc,pgtc_randk", "--epsilons", "1", "--seeds", "0",
+                     "--tight", "none", "--silent", "--out", str(tmp_path)]) == 0
+        rows = {r["algorithm"]: r for r in csv.DictReader((tmp_path / "leaderboard.csv").open())}
+        assert rows["pgtc_randk"]["status"] == "ok"
+        assert float(rows["pgtc_randk"]["certified_epsilon"]) <= 1.0
+        assert rows["pgtc_randk"]["noise_factor"] == rows["pgtc"]["noise_factor"]
+        assert rows["pgtc_randk"]["utility"] != rows["pgtc"]["utility"]
+        assert "pgtc_randk" in (tmp_path / "leaderboard.md").read_text()
+    finally:
+        entries.ENTRIES.pop("pgtc_randk", None)
+        sys.modules.pop("my_entry", None)
