@@ -3,8 +3,9 @@
 At a consensus fixed point of DiaDSP, sum_i grad f_i(x) = -sum_t sum_i xi_y,t, so the final
 accuracy ||grad f(xbar_K)|| should grow linearly with the Laplace scale s (noise s q^k). The spec
 names its runs, settings, one claim with a diagnosis, a figure and a table; the engine runs them
-through its cache and writes NAME.md/.csv/.png/.json.  ``python examples/new_figure.py OUT
-[--quick]``
+through its cache and writes NAME.md/.csv/.png/.json: ``dpnet reproduce --with
+examples/new_figure.py example-noise [--quick] --out OUT`` or ``python examples/new_figure.py OUT
+[--quick]``.
 """
 
 import sys

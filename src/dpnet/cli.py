@@ -278,6 +278,7 @@ def cmd_privacy(args, extra: list[str]) -> int:
 def cmd_reproduce(args) -> int:
     from . import experiments
 
+    _import_extensions(args.extensions)
     names = list(experiments.available()) if args.names == ["all"] else args.names
     if args.plan:
         from .experiments.engine import plan
@@ -316,8 +317,8 @@ def cmd_cache(args) -> int:
 
 
 def _import_extensions(paths: list[str]) -> None:
-    """Import each module or ``.py`` file of ``--with``: it registers its own tasks, entries
-    (and algorithms) at import, as :mod:`dpnet.compare`'s own extension modules do."""
+    """Import each module or ``.py`` file of ``--with``: it registers its own experiment specs,
+    benchmark tasks or entries (and algorithms) at import, as dpnet's own modules do."""
     import importlib
     import importlib.util
 
@@ -406,6 +407,12 @@ def cmd_demo(args) -> int:
 # -- entry -----------------------------------------------------------------------------------
 
 
+def _with_option(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--with", dest="extensions", action="append", default=[],
+                        metavar="MODULE", help=f"a module or .py file to import first, which "
+                        f"registers its own {what}; repeatable")
+
+
 def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dpnet", description="Differentially private decentralized "
                                 "optimization: run algorithms, account privacy, reproduce papers.")
@@ -483,9 +490,7 @@ def make_parser() -> argparse.ArgumentParser:
                    "(default 0: no audit); exit status 1 if any exceeds its claim")
     s.add_argument("--audit-per-task", type=int, default=None, metavar="N",
                    help="at most N audited algorithms per task (default: every one)")
-    s.add_argument("--with", dest="extensions", action="append", default=[], metavar="MODULE",
-                   help="a module or .py file to import first, which registers its own "
-                   "benchmark entries or tasks (dpnet.compare.entries.register); repeatable")
+    _with_option(s, "benchmark entries or tasks (dpnet.compare.entries.register)")
     s.add_argument("--jobs", type=int, default=1)
     s.add_argument("--silent", action="store_true")
     s.add_argument("--out", default="leaderboard")
@@ -493,6 +498,7 @@ def make_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("reproduce", help="regenerate a paper figure/table with its claims checked")
     s.add_argument("names", nargs="+", help="experiment names (dpnet list experiments) or all")
     s.add_argument("--quick", action="store_true", help="short horizons, few seeds")
+    _with_option(s, "experiment specs (dpnet.experiments.register, as examples/new_figure.py)")
     s.add_argument("--plan", action="store_true", help="count the runs, how many are cached "
                    "and at most how many counterfactual runs may follow; run nothing")
     s.add_argument("--out", default="reproductions")

@@ -2,6 +2,7 @@
 four verdicts, counterfactual diagnoses and the index that counts them."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -208,3 +209,30 @@ def test_plan_counts_runs_and_never_computes_even_where_a_spec_needs_results(tmp
             "(0 cached) for claims that do not reproduce, and 1 counterfactual(s) that choose "
             "their runs from results")
         assert len(calls.read_text().split()) == 2                  # still nothing computed
+
+
+def test_reproduce_with_a_users_file_plans_and_runs_its_spec(tmp_path, capsys):
+    """``dpnet reproduce --with examples/new_figure.py example-noise``: the user's spec goes
+    through the same plan, cache, report and index as the papers' ones."""
+    import sys
+
+    from dpnet import experiments
+    from dpnet.cli import main
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "new_figure.py"
+    try:
+        with cache_at(tmp_path / "cache"):
+            assert main(["reproduce", "--with", str(path), "example-noise", "--quick",
+                         "--plan"]) == 0
+            # s x 0.1 maps 1 and 0.1 onto runs of the spec: only s = 0.001 is new
+            assert "example-noise: 3 runs, 0 cached, 3 to compute; up to 1 counterfactual " \
+                   "run(s) (0 cached)" in capsys.readouterr().out
+            assert main(["reproduce", "--with", str(path), "example-noise", "--quick", "--out",
+                         str(tmp_path)]) == 0
+            assert "example-noise: wrote" in capsys.readouterr().out
+        assert "[example-noise](example-noise.md)" in (tmp_path / "README.md").read_text()
+    finally:
+        experiments._REGISTRY.pop("example-noise", None)
+        sys.modules.pop("new_figure", None)
+    assert main(["reproduce", "--with", "no_such_module_here", "ou-fig1", "--plan"]) == 2
+    assert "--with" in capsys.readouterr().err
