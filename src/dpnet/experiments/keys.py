@@ -4,14 +4,16 @@ Two parts. The **library** below the experiments (every module of :mod:`dpnet` o
 ``experiments``, ``compare`` and the CLI) is hashed whole, once per process, with the versions of
 Python and of the numerical packages: an edit to an algorithm, a problem or an accountant, or a new
 torch, makes every run new, whatever ``dpnet.__version__`` says. The **run function's closure**
-above it: its source and, recursively, the source of every
-function or class of the experiment layer (or of the function's own module) that it names, the
-whole source of every such module it names, and the value of every constant it names. So the
-prose, claims and tables beside a run function do not make its runs new, while an edit to
-anything the run executes does. Where a named value has no stable text (an object whose repr
-is an address) the whole module that defines it is hashed instead: recomputing beats reading a
-stale result back. Code is hashed as its syntax tree without docstrings, so comments, docstrings
-and layout do not count.
+above it: its source and, recursively, the source of every function or class of the experiment
+layer (or of the function's own module) that it names or imports inside its body, what it reads
+from every such module it names (``common.images``: that function, not the module's prose), and
+the value of every constant it names. So the prose, claims and tables beside a run function do
+not make its runs new, while an edit to anything the run executes does. Where a named value has
+no stable text (an object whose repr is an address) the whole module that defines it is hashed
+instead: recomputing beats reading a stale result back. Process state (:class:`Runtime`) and
+registries (:class:`Registry`, whose entries a run's arguments key: :func:`value_digest`) add only
+their type. Code is hashed as its syntax tree without docstrings, so comments, docstrings and
+layout do not count.
 """
 
 from __future__ import annotations
@@ -172,10 +174,10 @@ def _local_imports(obj: Any) -> dict[str, Any]:
             if isinstance(node, ast.ImportFrom):
                 base = importlib.util.resolve_name("." * node.level + (node.module or ""),
                                                    package)
+                source = importlib.import_module(base)
                 for alias in node.names:
-                    source = importlib.import_module(base)
-                    found[alias.asname or alias.name] = getattr(source, alias.name, None) or \
-                        importlib.import_module(f"{base}.{alias.name}")
+                    found[alias.asname or alias.name] = getattr(source, alias.name) if hasattr(
+                        source, alias.name) else importlib.import_module(f"{base}.{alias.name}")
             elif isinstance(node, ast.Import):
                 for alias in node.names:
                     name = alias.name if alias.asname else alias.name.split(".")[0]
