@@ -241,6 +241,9 @@ def test_cli_compare_with_a_users_module_benchmarks_its_entry(tmp_path, capsys):
         sys.modules.pop("my_entry", None)
     assert main(["compare", "--quick", "--with", str(tmp_path / "missing.py")]) == 2
     assert "--with" in capsys.readouterr().err
+    (tmp_path / "json.py").write_text("raise AssertionError('must not be imported')\n")
+    assert main(["compare", "--quick", "--with", str(tmp_path / "json.py")]) == 2
+    assert "shadow the imported module 'json'" in capsys.readouterr().err
 
 
 def test_the_example_entry_is_ranked_beside_the_one_it_varies(tmp_path):

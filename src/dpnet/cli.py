@@ -328,6 +328,10 @@ def _import_extensions(paths: list[str]) -> None:
             if not path.is_file():
                 raise ParameterError("--with", item, "an existing .py file or an importable "
                                      "module name")
+            known = sys.modules.get(path.stem)
+            if known is not None and getattr(known, "__file__", None) != str(path.resolve()):
+                raise ParameterError("--with", item, f"a file whose name does not shadow the "
+                                     f"imported module {path.stem!r} (rename the file)")
             spec = importlib.util.spec_from_file_location(path.stem, path.resolve())
             module = importlib.util.module_from_spec(spec)
             sys.modules[path.stem] = module          # its functions' source stays findable
