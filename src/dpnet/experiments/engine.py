@@ -24,6 +24,7 @@ import json
 import math
 import os
 import shutil
+import socket
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -113,15 +114,18 @@ def cache_usage() -> dict[str, Any]:
     running = _running(root)
     return {"root": str(root), "results": sum(p.parent == root and p.suffix == ".json"
                                               for p in files),
-            "unfinished": sum(p.name.split(".")[0] not in running for p in root.glob("*.partial")),
+            "unfinished": sum(_key_of(p) not in running for p in root.glob("*.partial")),
             "running": len(running), "bytes": sum(p.stat().st_size for p in files)}
+
+
+def _key_of(path: Path) -> str:
+    """The run key a cache entry belongs to (``<key>.json``, ``.lock``, ``.partial``, ``.tmp``)."""
+    return path.name.split(".")[0]
 
 
 def _running(root: Path) -> set[str]:
     """Keys of the runs being computed now: a lock whose process is alive (or on another host,
     where it cannot be checked)."""
-    import socket
-
     live = set()
     for lock in root.glob("*.lock") if root.is_dir() else []:
         try:
@@ -132,7 +136,7 @@ def _running(root: Path) -> set[str]:
             continue                 # its process died: an unfinished run, prunable
         except (OSError, ValueError):
             pass                     # unreadable, or not ours to signal: assume alive
-        live.add(lock.name.split(".")[0])
+        live.add(_key_of(lock))
     return live
 
 
@@ -147,7 +151,7 @@ def prune(days: float | None = None) -> int:
     cutoff = -math.inf if days is None else time.time() - 86400.0 * days
     running = _running(root)        # their snapshots, result being written and lock stay
     for entry in sorted(root.glob("*")) if root.is_dir() else []:
-        if entry.name.split(".")[0] in running:
+        if _key_of(entry) in running:
             continue
         tree = [entry, *entry.rglob("*")] if entry.is_dir() else [entry]
         if days is not None and max(p.stat().st_mtime for p in tree) >= cutoff:
@@ -181,8 +185,6 @@ def _compute(fn: Callable, params: dict, key: str, root: str, threads: int) -> d
         with contextlib.suppress(OSError):      # last use, for prune(); a read-only cache is fine
             os.utime(path)
         return json.loads(path.read_text())
-    import socket
-
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = Path(root) / f"{key}.lock"          # prune() leaves a run alone while it computes
     lock.write_text(f"{socket.gethostname()} {os.getpid()}")
