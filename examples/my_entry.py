@@ -11,7 +11,7 @@ and task's code)::
 """
 
 from dpnet import algorithms, compression
-from dpnet.compare import entries
+from dpnet.lab.compare import entries
 
 # the same grid, mapping and accountants as the built-in PGTC entry: only the compressor differs
 PGTC = entries.entry("pgtc")

@@ -15,8 +15,8 @@ import torch
 
 from dpnet import graphs, noise, problems, run
 from dpnet.algorithms import DiaDSP
-from dpnet.experiments import Check, Diagnosis, Run, Spec, Table, changed, get, register
-from dpnet.experiments.engine import curve_figure
+from dpnet.lab.reproduce import Check, Diagnosis, Run, Spec, Table, changed, get, register
+from dpnet.lab.reproduce.engine import curve_figure
 
 SCALES, Q = (0.01, 0.1, 1.0), 0.5
 

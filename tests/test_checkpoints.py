@@ -67,20 +67,18 @@ def test_ledger_and_transcript_round_trip_as_independent_copies():
     ledger = BitLedger(3, detailed=True)
     ledger.charge(0, "x", np.array([0, 2]), np.array([64, 32]))
     ledger.charge(1, "y", np.array([1]), np.array([8]))
-    state = checkpoints.ledger_to_state(ledger)
-    back = checkpoints.ledger_from_state(state)
+    state = ledger.to_state()
+    back = BitLedger.from_state(state)
     assert back.as_dict() == ledger.as_dict()
     np.testing.assert_array_equal(back.per_agent_iteration(), ledger.per_agent_iteration())
     back.charge(1, "y", np.array([1]), np.array([8]))  # adds in place: must not reach the state
-    assert checkpoints.ledger_from_state(state).as_dict() == ledger.as_dict()
+    assert BitLedger.from_state(state).as_dict() == ledger.as_dict()
 
     tr = Transcript()
     tr.append(TranscriptEntry(0, "x", np.array([0, 2]), torch.ones(2, 3)))
-    tr_back = checkpoints.transcript_from_state(checkpoints.transcript_to_state(tr))
+    tr_back = Transcript.from_state(tr.to_state())
     assert [(e.iteration, e.name) for e in tr_back.entries] == [(0, "x")]
     np.testing.assert_array_equal(tr_back.stacked("x", 3), tr.stacked("x", 3))
-    assert checkpoints.transcript_to_state(None) is None
-    assert checkpoints.transcript_from_state(None) is None
 
 
 def test_save_converts_numpy_and_refuses_other_objects(tmp_path):

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from dpnet import compare
 from dpnet.cli import main
-from dpnet.compare import entries, tasks
 from dpnet.errors import ParameterError, UnknownNameError
+from dpnet.lab import compare
+from dpnet.lab.compare import entries, tasks
 
 pytestmark = pytest.mark.usefixtures("small_data")
 
@@ -76,14 +76,14 @@ def test_quick_leaderboard_never_certifies_above_its_target(tmp_path):
     text = paths["md"].read_text()
     assert "one record of one agent's local dataset replaced" in text
     assert "privacy cost of tuning is not charged" in text and "winner" in text
-    assert all(f"**{n}**" in text for n in entries.LEFT_OUT)
+    assert all(f"**{n}**" in text for n in entries.left_out())
     assert paths["png-logistic"].stat().st_size > 0
 
 
 def test_every_private_algorithm_is_benchmarked_or_left_out_with_a_reason():
     assert entries.check_complete() == []
     assert all(len(e.grid) == entries.TRIALS for e in entries.ENTRIES.values())
-    assert not set(entries.ENTRIES) & set(entries.LEFT_OUT)
+    assert not set(entries.ENTRIES) & set(entries.left_out())
 
 
 def test_unknown_names_and_bad_targets_are_errors():
@@ -155,7 +155,7 @@ def test_a_second_row_its_accountant_refuses_is_listed_not_ranked():
 
 USER_ENTRY = '''
 from dpnet import algorithms, noise
-from dpnet.compare.entries import Entry, _grid, _xie_m
+from dpnet.lab.compare.entries import Entry, _grid, _xie_m
 
 STEP_FACTOR = {factor}
 
@@ -184,9 +184,8 @@ def test_a_run_is_keyed_by_its_own_entry_and_task_wherever_registered(tmp_path, 
 
         linecache.clearcache()
         sys.modules.pop("user_entry", None)
-        monkeypatch.setitem(entries.ENTRIES, "user_diadsp",
-                            importlib.import_module("user_entry").ENTRY)
-        return entries.run_code("logistic", "user_diadsp")
+        with entries.ENTRIES.scoped("user_diadsp", importlib.import_module("user_entry").ENTRY):
+            return entries.run_code("logistic", "user_diadsp")
 
     base = code()
     assert code(mapping="reworded") == base
@@ -195,8 +194,8 @@ def test_a_run_is_keyed_by_its_own_entry_and_task_wherever_registered(tmp_path, 
     assert code() == base
     other = entries.run_code("logistic", "pgtc")
     monkeypatch.setitem(entries.LEFT_OUT, "x", "a new reason")
-    monkeypatch.setitem(entries.ENTRIES, "another", entries.ENTRIES["diadsp"])
-    assert entries.run_code("logistic", "pgtc") == other
+    with entries.ENTRIES.scoped("another", entries.ENTRIES["diadsp"]):
+        assert entries.run_code("logistic", "pgtc") == other
     assert entries.run_code("nonconvex", "pgtc") != other          # the task is in it too
     sys.modules.pop("user_entry", None)
 
@@ -204,16 +203,16 @@ def test_a_run_is_keyed_by_its_own_entry_and_task_wherever_registered(tmp_path, 
 def test_the_compare_runs_closures_hold_no_whole_module():
     """So the prose of tasks and entries (titles, mappings, left-out reasons) never re-runs a
     leaderboard: what a run reads through the registries is in its ``code`` argument."""
-    from dpnet.compare import cnn
-    from dpnet.experiments import keys
+    from dpnet.lab.compare import cnn
+    from dpnet.lab import keys
 
     for fn in (compare.trial, compare.calibration, cnn.reference_run):
         parts: dict = {}
         keys._visit(fn, parts, (*keys._ABOVE, fn.__module__))
-        assert parts["dpnet.compare.tasks:TASKS"] == "Registry"
+        assert parts["dpnet.lab.compare.tasks:TASKS"] == "Registry"
         if fn is not cnn.reference_run:
-            assert parts["dpnet.compare.entries:ENTRIES"] == "Registry"
-        modules = {"dpnet.compare.entries", "dpnet.compare.tasks", "dpnet.experiments.common"}
+            assert parts["dpnet.lab.compare.entries:ENTRIES"] == "Registry"
+        modules = {"dpnet.lab.compare.entries", "dpnet.lab.compare.tasks", "dpnet.lab.source"}
         assert not modules & parts.keys() and not [k for k in parts if k.endswith("<module>")]
 
 
@@ -224,8 +223,8 @@ def test_cli_compare_with_a_users_module_benchmarks_its_entry(tmp_path, capsys):
 
     path = tmp_path / "my_entry.py"
     path.write_text(USER_ENTRY.format(factor="1.0", scale="1.0", mapping="as diadsp") +
-                    "\nfrom dpnet.compare.entries import register\nregister(ENTRY)\n")
-    try:
+                    "\nfrom dpnet.lab.compare.entries import register\nregister(ENTRY)\n")
+    with entries.ENTRIES.restoring():
         assert main(["compare", "--quick", "--tasks", "nonconvex", "--with", str(path),
                      "--algorithms", "user_diadsp,diadsp", "--epsilons", "2", "--seeds", "0",
                      "--tight", "none", "--silent", "--out", str(tmp_path / "lb")]) == 0
@@ -236,9 +235,7 @@ def test_cli_compare_with_a_users_module_benchmarks_its_entry(tmp_path, capsys):
         # the same builder and grid as diadsp: the same calibration, choice and utility
         assert mine[0]["utility"] == theirs[0]["utility"]
         assert mine[0]["noise_factor"] == theirs[0]["noise_factor"]
-    finally:
-        entries.ENTRIES.pop("user_diadsp", None)
-        sys.modules.pop("my_entry", None)
+    sys.modules.pop("my_entry", None)
     assert main(["compare", "--quick", "--with", str(tmp_path / "missing.py")]) == 2
     assert "--with" in capsys.readouterr().err
     (tmp_path / "json.py").write_text("raise AssertionError('must not be imported')\n")
@@ -253,7 +250,7 @@ def test_the_example_entry_is_ranked_beside_the_one_it_varies(tmp_path):
     from pathlib import Path
 
     example = Path(__file__).resolve().parents[1] / "examples" / "my_entry.py"
-    try:
+    with entries.ENTRIES.restoring():
         assert main(["compare", "--quick", "--tasks", "nonconvex", "--with", str(example),
                      "--algorithms", "pgtc,pgtc_randk", "--epsilons", "1", "--seeds", "0",
                      "--tight", "none", "--silent", "--out", str(tmp_path)]) == 0
@@ -263,6 +260,4 @@ def test_the_example_entry_is_ranked_beside_the_one_it_varies(tmp_path):
         assert rows["pgtc_randk"]["noise_factor"] == rows["pgtc"]["noise_factor"]
         assert rows["pgtc_randk"]["utility"] != rows["pgtc"]["utility"]
         assert "pgtc_randk" in (tmp_path / "leaderboard.md").read_text()
-    finally:
-        entries.ENTRIES.pop("pgtc_randk", None)
-        sys.modules.pop("my_entry", None)
+    sys.modules.pop("my_entry", None)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from dpnet.cli import main
-from dpnet.compare import audit, entries, tasks
+from dpnet.lab.compare import audit, entries, tasks
 from dpnet.problems.stochastic import Clip
 from dpnet.rng import Streams
 

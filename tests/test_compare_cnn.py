@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from dpnet import compare, data
-from dpnet.compare import cnn, entries, tasks
+from dpnet import data
+from dpnet.lab import compare
+from dpnet.lab.compare import cnn, entries, tasks
 from dpnet.problems.stochastic import Clip
 
 pytestmark = pytest.mark.usefixtures("small_data", "one_thread")
@@ -134,7 +135,7 @@ def test_the_reference_is_noise_free_momentum_dsgd_from_x0():
 
 def test_the_score_is_the_models_accuracy_and_cross_entropy_image_by_image():
     """Each split's score against the CNN run one image at a time (an independent loop)."""
-    from dpnet.experiments import common
+    from dpnet.lab import source as common
 
     t = tasks.build("mnist_cnn")
     train, test = common.images("mnist")

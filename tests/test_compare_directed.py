@@ -1,5 +1,5 @@
 """The directed-graph task of ``dpnet compare`` and paper 003's entries
-(:mod:`dpnet.compare.directed`) on the tests' tiny LIBSVM fixture: the digraph pair, the
+(:mod:`dpnet.lab.compare.directed`) on the tests' tiny LIBSVM fixture: the digraph pair, the
 sensitivity of the compact form under equal observations (the drift Lemma 4 omits included) against
 the accountant's recursions, calibrated noise against Lemma 5 and the DSGD recursions by hand, the
 soundness conditions refused, the undirected entries not applicable on digraphs (and unchanged on
@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from dpnet import algorithms, compare, graphs
-from dpnet.compare import directed, entries, tasks
+from dpnet import algorithms, graphs
 from dpnet.errors import ParameterError
+from dpnet.lab import compare
+from dpnet.lab.compare import directed, entries, tasks
 from dpnet.privacy import chen_wang_zhang as cwz
 from dpnet.runner import run
 
@@ -180,10 +181,10 @@ def test_steps_outside_the_soundness_conditions_are_refused():
 def test_which_entries_apply_where():
     d, flat, nc = tasks.build(D, "a9a"), tasks.build("logistic", "a9a"), tasks.build("nonconvex")
     for name in directed.UNDIRECTED_ONLY:
-        why = entries.entry(name).inapplicable(d)
+        why = entries.why_not(d, name)
         assert why and "digraphs" in why and "row-stochastic R" in why
-        assert entries.entry(name).inapplicable(flat) is None      # unchanged on undirected
-    assert entries.entry("doadp").inapplicable(nc) is None
+        assert entries.why_not(flat, name) is None                 # unchanged on undirected
+    assert entries.why_not(nc, "doadp") is None
     for name in ("directed_dpgt", "directed_dpgt_s1"):
         assert entries.entry(name).inapplicable(d) is None
         assert "undirected" in entries.entry(name).inapplicable(flat)

@@ -4,14 +4,15 @@ import numpy as np
 import pytest
 import torch
 
-from dpnet import digraphs, graphs
+from dpnet import graphs
+from dpnet.graphs import directed
 from dpnet.errors import ParameterError
 from dpnet.network import Network
 
 
 def test_reexported_from_graphs():
-    assert graphs.DirectedGraph is digraphs.DirectedGraph
-    assert graphs.cwz_fig1 is digraphs.cwz_fig1
+    assert graphs.DirectedGraph is directed.DirectedGraph
+    assert graphs.cwz_fig1 is directed.cwz_fig1
 
 
 def test_cwz_fig1_matrices_written_out():
@@ -132,8 +133,8 @@ def test_random_digraph_deterministic_strong_and_distinct():
     np.testing.assert_array_equal(a.R, b.R)
     np.testing.assert_array_equal(a.C, b.C)
     assert not np.array_equal(a.R > 0, a.C > 0)
-    for M in (a.R, a.C.T):
-        assert len(digraphs._roots(M)) == 8          # strongly connected: everyone is a root
+    for which in ("R", "C^T"):                    # strongly connected: everyone is a root
+        assert len(a.roots(which)) == 8
     np.testing.assert_allclose(a.R.sum(1), 1.0)
     np.testing.assert_allclose(a.C.sum(0), 1.0)
     same = graphs.random_digraph(8, 0.15, seed=5, same_support=True)

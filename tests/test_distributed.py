@@ -17,10 +17,11 @@ import pytest
 import torch
 
 import dpnet
-from dpnet import compression, digraphs, graphs, noise
+from dpnet import compression, graphs, noise
 from dpnet import distributed as D
 from dpnet.algorithms import available
 from dpnet.errors import ParameterError
+from dpnet.lab import config
 from dpnet.network import Network
 from dpnet.problems import Clip, LogisticRegression, NonconvexLogistic
 from dpnet.problems.online import LogisticSamples, OnlineProblem
@@ -113,7 +114,7 @@ def _setup(name: str, n: int, undirected=graphs.ring):
         from dpnet.algorithms.kang_wddp import server_graph
 
         return alg, problem, server_graph(n)
-    graph = digraphs.random_digraph(n, p=0.3, seed=2) if kind == "directed" else undirected(n)
+    graph = graphs.directed.random_digraph(n, p=0.3, seed=2) if kind == "directed" else undirected(n)
     return alg, problem, graph
 
 
@@ -427,14 +428,12 @@ def _cli_job(config, out):
 
 
 def test_cli_backend_distributed_writes_once_and_equals_simulated(tmp_path):
-    from dpnet import cli
-
-    config = tmp_path / "c.toml"
-    config.write_text(CONFIG)
-    outcomes = D.launch(_cli_job, 2, str(config), str(tmp_path / "dist"), timeout=30)
+    path = tmp_path / "c.toml"
+    path.write_text(CONFIG)
+    outcomes = D.launch(_cli_job, 2, str(path), str(tmp_path / "dist"), timeout=30)
     assert [o.unwrap() for o in outcomes] == [0, 0]
     assert sorted(os.listdir(tmp_path / "dist")) == ["result.csv", "result.png", "summary.json"]
-    cfg = cli.load_config(config)  # the simulated run of the same configuration
+    cfg = config.load(path)  # the simulated run of the same configuration
     graph = graphs.from_spec(cfg["graph"])
     problem = dpnet.problems.from_spec({"n_agents": graph.n, **cfg["problem"]})
     ref = dpnet.run(dpnet.algorithms.from_spec(cfg["algorithm"]), problem, graph, 20, seed=2,

@@ -6,7 +6,7 @@ import torch
 from scipy import stats
 
 from dpnet import noise
-from dpnet.errors import ParameterError
+from dpnet.errors import ParameterError, UnknownNameError
 from dpnet.rng import Streams
 
 N_DRAWS = 20_000
@@ -122,7 +122,7 @@ def test_from_spec_and_repr():
     assert noise.from_spec(None).is_zero
     assert isinstance(noise.from_spec(0.5), noise.Laplace)
     assert repr(noise.Laplace([1, 2], power=1)) == "Laplace(scale=[1.0, 2.0], power=1.0)"
-    with pytest.raises(ParameterError, match="gaussian, laplace"):
+    with pytest.raises(UnknownNameError, match="known noise kinds: gaussian, laplace"):
         noise.from_spec({"kind": "cauchy", "scale": 1})
 
 

@@ -5,9 +5,10 @@ import pytest
 import torch
 
 import dpnet
-from dpnet import cli, compression, graphs, noise, problems
+from dpnet import compression, graphs, noise, problems
 from dpnet.algorithms import PGTC, DiaDSP
 from dpnet.errors import ParameterError, UnknownNameError
+from dpnet.lab import config
 from dpnet.runner import AUTO_LOG_ROWS, log_cadence
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
@@ -71,10 +72,10 @@ def test_config_device_and_unknown_top_level_key(tmp_path):
     cfg = {"graph": {"name": "ring", "n": 4}, "iterations": 3, "device": "cpu",
            "problem": {"name": "nonconvex_logistic", "samples": 5, "dim": 3},
            "algorithm": {"name": "diadsp", "eta": 0.1}}
-    res = cli.run_config(cfg, tmp_path / "a", quiet=True)
+    res = config.run(cfg, tmp_path / "a", quiet=True)
     assert res.iterations == 3 and (tmp_path / "a" / "summary.json").is_file()
     with pytest.raises(UnknownNameError, match="itertions") as err:
-        cli.run_config({**cfg, "itertions": 5}, tmp_path / "b", quiet=True)
+        config.run({**cfg, "itertions": 5}, tmp_path / "b", quiet=True)
     assert "iterations" in str(err.value) and "device" in str(err.value)
 
 

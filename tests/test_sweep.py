@@ -11,7 +11,9 @@ import pytest
 
 from dpnet import cli
 from dpnet.errors import ParameterError, UnknownNameError
-from dpnet.sweep import apply_overrides, config_hash, parse_seeds, parse_set
+from dpnet.lab import config
+from dpnet.lab.config import apply_overrides
+from dpnet.lab.sweep import config_hash, parse_seeds, parse_set
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "diadsp.toml"
 TINY = ["iterations=5", "graph.n=4", "problem.samples=20", "log_every=1"]
@@ -19,7 +21,7 @@ TINY = ["iterations=5", "graph.n=4", "problem.samples=20", "log_every=1"]
 
 @pytest.fixture
 def base():
-    return cli.load_config(EXAMPLE)
+    return config.load(EXAMPLE)
 
 
 def _rows(path):
@@ -63,8 +65,8 @@ def test_missing_or_non_table_path_names_the_dotted_key(base, assignment, key):
 
 def test_misspelled_algorithm_key_fails_naming_it(base, tmp_path, capsys):
     cfg = apply_overrides(base, [*TINY, "algorithm.etaa=0.2"])   # passed on by apply_overrides
-    with pytest.raises(ParameterError, match="etaa"):                  # ... and refused by
-        cli.run_config(cfg, tmp_path / "out", quiet=True)              # algorithms.from_spec
+    with pytest.raises(UnknownNameError, match="algorithm.etaa"):      # ... and refused by
+        config.run(cfg, tmp_path / "out", quiet=True)              # config.validate
     assert cli.main(["run", str(EXAMPLE), *TINY, "algorithm.etaa=0.2", "--out",
                      str(tmp_path / "o"), "--quiet"]) == 2
     msg = capsys.readouterr().err

@@ -12,8 +12,8 @@ refused too.
 Why plain data rather than allow-listing dpnet's classes: an allow-listed class is rebuilt by
 calling it with whatever state the file holds, while plain data only ever becomes tensors and
 builtins. So objects are converted explicitly on the way in and out: the network's
-:class:`~dpnet.network.BitLedger` and :class:`~dpnet.network.Transcript` by the ``*_to_state`` /
-``*_from_state`` pairs below (used by :meth:`dpnet.network.Network.state_dict`), NumPy scalars
+:class:`~dpnet.network.BitLedger` and :class:`~dpnet.network.Transcript` by their ``to_state`` /
+``from_state`` pairs (used by :meth:`dpnet.network.Network.state_dict`), NumPy scalars
 become Python numbers and NumPy arrays become tensors (:func:`load` returns them as tensors).
 """
 
@@ -29,10 +29,8 @@ import numpy as np
 import torch
 
 from .errors import ParameterError, require
-from .network import BitLedger, Transcript, TranscriptEntry
 
-__all__ = ["FORMAT", "SAFE_GLOBALS", "load", "save", "ledger_to_state", "ledger_from_state",
-           "transcript_to_state", "transcript_from_state"]
+__all__ = ["FORMAT", "SAFE_GLOBALS", "load", "save"]
 
 FORMAT = "dpnet-checkpoint/1"
 
@@ -139,61 +137,3 @@ def _plain(value: Any, where: str) -> Any:
 
 
 # -- network objects as plain data ----------------------------------------------------------
-def ledger_to_state(ledger: BitLedger) -> dict:
-    """A copy of ``ledger``'s counts as plain data (it reads the ledger's private tallies: the
-    ledger is rebuilt from exactly them by :func:`ledger_from_state`)."""
-    return {"n": int(ledger.n), "detailed": bool(ledger.detailed),
-            "per_agent": torch.from_numpy(ledger.per_agent.copy()),
-            "per_name": {str(k): int(v) for k, v in ledger.per_name.items()},
-            "per_iteration": {int(k): int(v) for k, v in ledger._iter.items()},
-            "detail": {int(k): torch.from_numpy(row.copy()) for k, row in ledger._detail.items()}}
-
-
-def ledger_from_state(state: dict) -> BitLedger:
-    """A fresh :class:`BitLedger` equal to the one :func:`ledger_to_state` saw (own arrays: the
-    ledger adds into them in place, the state may be resumed from again)."""
-    _require_keys("network.ledger", state, ("n", "detailed", "per_agent", "per_name",
-                                            "per_iteration", "detail"))
-    ledger = BitLedger(int(state["n"]), detailed=bool(state["detailed"]))
-    ledger.per_agent = _int64(state["per_agent"])
-    ledger.per_name = {str(k): int(v) for k, v in state["per_name"].items()}
-    ledger._iter = {int(k): int(v) for k, v in state["per_iteration"].items()}
-    ledger._detail = {int(k): _int64(row) for k, row in state["detail"].items()}
-    return ledger
-
-
-def transcript_to_state(transcript: Transcript | None) -> dict | None:
-    """The transcript's entries as plain data (``None`` stays ``None``: no recording)."""
-    if transcript is None:
-        return None
-    return {"entries": [{"iteration": int(e.iteration), "name": str(e.name),
-                         "senders": torch.from_numpy(np.asarray(e.senders, np.int64).copy()),
-                         "messages": torch.as_tensor(e.messages).detach().clone()}
-                        for e in transcript.entries]}
-
-
-def transcript_from_state(state: dict | None) -> Transcript | None:
-    """A fresh :class:`Transcript` equal to the one :func:`transcript_to_state` saw."""
-    if state is None:
-        return None
-    _require_keys("network.transcript", state, ("entries",))
-    out = Transcript()
-    for i, e in enumerate(state["entries"]):
-        _require_keys(f"network.transcript.entries[{i}]", e,
-                      ("iteration", "name", "senders", "messages"))
-        out.append(TranscriptEntry(int(e["iteration"]), str(e["name"]), _int64(e["senders"]),
-                                   torch.as_tensor(e["messages"]).clone()))
-    return out
-
-
-def _int64(values: Any) -> np.ndarray:
-    """An own int64 NumPy copy of a tensor or array."""
-    if isinstance(values, torch.Tensor):
-        values = values.numpy()
-    return np.array(values, dtype=np.int64, copy=True)
-
-
-def _require_keys(name: str, state: Any, keys: tuple[str, ...]) -> None:
-    found = sorted(state) if isinstance(state, dict) else type(state).__name__
-    require(isinstance(state, dict) and all(k in state for k in keys), name, found,
-            f"a dict with the keys {list(keys)}")

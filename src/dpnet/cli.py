@@ -12,28 +12,21 @@
 from __future__ import annotations
 
 import argparse
-import ast
 import functools
+import importlib
+import importlib.util
 import inspect
 import json
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
-from . import algorithms, compression, graphs, noise, problems
-from .errors import DPNetError, ParameterError, UnknownNameError
+from . import algorithms, compression, distributed, graphs, problems
+from .errors import DPNetError, ParameterError
+from .lab import audit, compare, config, reproduce, store, sweep
 from .privacy import accountants
 
 # -- helpers ---------------------------------------------------------------------------------
-
-
-def _literal(text: str) -> Any:
-    """'0.1' -> 0.1, '[1, 2]' -> [1, 2], 'topk' -> 'topk'."""
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
 
 
 def _parse_params(tokens: list[str]) -> dict[str, Any]:
@@ -47,55 +40,20 @@ def _parse_params(tokens: list[str]) -> dict[str, Any]:
         key = tok[2:].replace("-", "_")
         if "=" in key:
             key, val = key.split("=", 1)
-            out[key] = _literal(val)
+            out[key] = config.parse_value(val)
             i += 1
             continue
         if i + 1 >= len(tokens) or tokens[i + 1].startswith("--"):
             raise ParameterError(tok, None, "needs a value")
-        out[key] = _literal(tokens[i + 1])
+        out[key] = config.parse_value(tokens[i + 1])
         i += 2
     return out
-
-
-def build_algorithm(name: str, params: dict[str, Any]) -> algorithms.Algorithm:
-    """Algorithm from flat parameters: noise scales are numbers (``noise_*``), with a common
-    ``decay`` (geometric), ``power`` (polynomial) or per-noise ``<noise>_decay``; a compressor is
-    ``name`` or ``name:k``."""
-    cls = algorithms.get(name)
-    accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
-    params = dict(params)
-    decay, power = params.pop("decay", None), params.pop("power", None)
-    kwargs: dict[str, Any] = {}
-    # an algorithm with its own decay parameter (PGTC's q, DPP2's r) takes plain noise scales
-    own_decay = decay is None and power is None and any(k in params for k in ("q", "r"))
-    for key in [k for k in params if k.startswith("noise") and not own_decay]:
-        value = params.pop(key)
-        if isinstance(value, dict):
-            kwargs[key] = noise.from_spec(value)
-            continue
-        own_decay = params.pop(f"{key}_decay", decay)
-        kwargs[key] = noise.Laplace(value, decay=own_decay, power=power if own_decay is None
-                                    else None)
-    if "compressor" in params:
-        spec = params.pop("compressor")
-        if isinstance(spec, str) and ":" in spec:
-            cname, arg = spec.split(":", 1)
-            key = "bits" if cname == "quantizer" else "k"
-            spec = {"name": cname, key: int(arg)}
-        kwargs["compressor"] = compression.from_spec(spec)
-    kwargs.update(params)
-    unknown = sorted(set(kwargs) - accepted)
-    if unknown:
-        raise ParameterError(f"{name} parameters", unknown, f"names among {sorted(accepted)}")
-    return cls(**kwargs)
 
 
 # -- commands --------------------------------------------------------------------------------
 
 
 def cmd_list(args) -> int:
-    from . import compare, experiments
-
     what = args.what
     tables = {
         "algorithms": {k: (v.paper or v.__doc__ or "").strip().splitlines()[0]
@@ -105,8 +63,8 @@ def cmd_list(args) -> int:
         "compressors": {k: (v.__doc__ or "").strip().splitlines()[0]
                         for k, v in compression.REGISTRY.items()},
         "problems": {k: (v.__doc__ or "").strip().splitlines()[0]
-                     for k, v in problems._RANDOM.items()},
-        "experiments": {k: f"{v.title} [{v.paper}]" for k, v in experiments.available().items()},
+                     for k, v in problems.RANDOM.items()},
+        "experiments": {k: f"{v.title} [{v.paper}]" for k, v in reproduce.available().items()},
         "accountants": {k: ", ".join(v) for k, v in accountants.every().items()},
         "tasks": {k: f"{v.title.format(dataset=v.dataset or 'a9a')} [{v.utility}]"
                   for k, v in compare.TASKS.items()},
@@ -123,96 +81,11 @@ def cmd_list(args) -> int:
     return 0
 
 
-def load_config(path: str | Path) -> dict[str, Any]:
-    path = Path(path)
-    if not path.exists():
-        raise ParameterError("config", str(path), "an existing TOML file")
-    with path.open("rb") as fh:
-        return tomllib.load(fh)
-
-
-#: top-level keys of a run configuration (anything else is a misspelling, never ignored)
-CONFIG_KEYS = ("graph", "problem", "algorithm", "iterations", "seed", "log_every", "float_bits",
-               "privacy", "output", "distributed", "device")
-
-
-def run_config(cfg: dict[str, Any], out: Path, quiet: bool = False, backend: str = "simulated",
-               device: str | None = None):
-    """Run a configuration; writes ``result.csv``, ``result.png``, ``summary.json``.
-    ``device`` (or ``device = "cuda"`` in the file; the argument wins): where the run's tensors
-    live.
-    ``backend="distributed"``: agents spread over torchrun's ranks (options from an optional
-    ``[distributed]`` table: timeout, split, checkpoint_dir, checkpoint_every, resume); rank 0
-    writes the files."""
-    extra: dict[str, Any] = {}
-    if backend == "distributed":
-        from .distributed import run
-
-        extra = dict(cfg.get("distributed", {}))
-    else:
-        from .runner import run
-
-    unknown = sorted(set(cfg) - set(CONFIG_KEYS))
-    if unknown:
-        raise UnknownNameError("configuration key", unknown[0], CONFIG_KEYS)
-    for section in ("graph", "problem", "algorithm"):
-        if section not in cfg:
-            raise ParameterError("config", sorted(cfg), f"a [{section}] table")
-    device = device or cfg.get("device", "cpu")
-    graph = graphs.from_spec(cfg["graph"])
-    # distributed: each rank loads only its own agents' data
-    agents = None
-    if backend == "distributed":
-        from .distributed import DEFAULT_TIMEOUT, rank_agents
-
-        agents = rank_agents(graph.n, extra.get("split"), extra.get("timeout", DEFAULT_TIMEOUT))
-    problem = problems.from_spec({"n_agents": graph.n, **cfg["problem"]}, agents=agents)
-    alg = algorithms.from_spec(cfg["algorithm"])
-    iterations = int(cfg.get("iterations", 1000))
-    res = run(alg, problem, graph, iterations, seed=int(cfg.get("seed", 0)),
-              log_every=cfg.get("log_every", "auto"), float_bits=int(cfg.get("float_bits", 64)),
-              privacy=cfg.get("privacy") or None, progress=None if not quiet else False,
-              device=device, **extra)
-    if backend == "distributed" and not _is_rank0():
-        return res
-    out.mkdir(parents=True, exist_ok=True)
-    res.to_csv(out / "result.csv")
-    res.to_json(out / "summary.json")
-    _plot_history(res, out / "result.png")
-    return res
-
-
-def _plot_history(res, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    h = res.history
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-    for ax, key, label in zip(axes, ("grad_norm_sq", "consensus", "distance"),
-                              ("||grad f(xbar)||^2", "||x - 1 xbar||^2", "||x - 1 x*||^2")):
-        vals = np.asarray(h[key], dtype=float)
-        if np.all(np.isnan(vals)):
-            ax.set_visible(False)
-            continue
-        ax.semilogy(h["iteration"], np.maximum(vals, 1e-300))
-        ax.set(xlabel="iteration", ylabel=label)
-    fig.suptitle(f"{res.algorithm}: {res.privacy.epsilon:.3g}-DP" if res.privacy.is_private
-                 else f"{res.algorithm} (no privacy)")
-    fig.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(fig)
-
-
 def cmd_run(args) -> int:
-    from .sweep import apply_overrides, check_keys
-
-    cfg = apply_overrides(load_config(args.config), args.overrides)
-    check_keys(cfg, args.overrides)
+    cfg = config.validate(config.apply_overrides(config.load(args.config), args.overrides))
     out = Path(args.out or cfg.get("output", {}).get("dir", "runs/" + Path(args.config).stem))
-    res = run_config(cfg, out, quiet=args.quiet, backend=args.backend, device=args.device)
-    if args.backend == "distributed" and not _is_rank0():
+    res = config.run(cfg, out, quiet=args.quiet, backend=args.backend, device=args.device)
+    if args.backend == "distributed" and not distributed.is_rank0():
         return 0
     summary = res.summary()
     print(json.dumps({"final": summary["final"], "bits": summary["bits"]["total"]}, indent=2))
@@ -224,12 +97,9 @@ def cmd_run(args) -> int:
 def cmd_sweep(args) -> int:
     """Every combination of the ``--set`` lists and seeds, each point a run in its own process,
     cached by the hash of its resolved configuration; the exit status says whether all ran."""
-    from .sweep import apply_overrides, check_keys, parse_seeds, sweep
-
-    cfg = apply_overrides(load_config(args.config), args.overrides)
-    check_keys(cfg, args.overrides)
+    cfg = config.validate(config.apply_overrides(config.load(args.config), args.overrides))
     out = Path(args.out or "sweeps/" + Path(args.config).stem)
-    rows = sweep(cfg, args.set or [], parse_seeds(args.seeds), out, jobs=args.jobs,
+    rows = sweep.sweep(cfg, args.set or [], sweep.parse_seeds(args.seeds), out, jobs=args.jobs,
                  device=args.device, log=None if args.quiet else print)
     failed = [r for r in rows if r.get("status") == "failed"]
     counts = {s: sum(r.get("status") == s for r in rows) for s in ("ran", "cached", "failed")}
@@ -240,12 +110,6 @@ def cmd_sweep(args) -> int:
               file=sys.stderr)
         return 1
     return 0
-
-
-def _is_rank0() -> bool:
-    import torch.distributed as dist
-
-    return not dist.is_initialized() or dist.get_rank() == 0
 
 
 def cmd_privacy(args, extra: list[str]) -> int:
@@ -263,7 +127,7 @@ def cmd_privacy(args, extra: list[str]) -> int:
                         or k in ("decay", "power", "compressor") or k.endswith("_decay")}
     constants = {k: params.pop(k) for k in list(params) if k not in constructor_like}
     smooth = float(constants.get("smoothness", float("inf")))
-    alg = build_algorithm(args.name, params)
+    alg = config.algorithm_from_flags(args.name, params)
     problem = problems.ProblemConstants(n, d, smooth)
     graph = graphs.from_spec({"name": graph_name, "n": n})
     if "smoothness" in constants and constants["smoothness"] == float("inf"):
@@ -276,41 +140,33 @@ def cmd_privacy(args, extra: list[str]) -> int:
 
 
 def cmd_reproduce(args) -> int:
-    from . import experiments
-
     _import_extensions(args.extensions)
-    names = list(experiments.available()) if args.names == ["all"] else args.names
+    names = list(reproduce.available()) if args.names == ["all"] else args.names
     if args.plan:
-        from .experiments.engine import plan
-
         for name in names:
-            spec = experiments.get(name).spec
-            print(f"{name}: " + plan(functools.partial(spec.runs, args.quick),
+            spec = reproduce.get(name).spec
+            print(f"{name}: " + store.plan(functools.partial(spec.runs, args.quick),
                                      [c.diagnosis for c in spec.checks if c.diagnosis]))
         return 0
     failed = 0
     for name in names:
-        exp = experiments.get(name)
+        exp = reproduce.get(name)
         report = exp.run(quick=args.quick, outdir=args.out, jobs=args.jobs)
         verdicts = ", ".join(c.verdict.value for c in report.claims) or "no claims"
         print(f"{name}: wrote {args.out}/{name}.md ({verdicts})")
         failed += sum(c.passed is False for c in report.claims)
     if names:
-        from .experiments.report import write_index
-
-        print(f"index: {write_index(args.out)}")
+        print(f"index: {reproduce.report.write_index(args.out)}")
     if failed:
         print(f"{failed} claim(s) did not reproduce: see the reports (they say why, with numbers)")
     return 0
 
 
 def cmd_cache(args) -> int:
-    from .experiments import engine
-
     if args.prune is not None or args.clear:
-        n = engine.prune(None if args.clear else args.prune)
-        print(f"removed {n} cached run(s) from {engine.cache_root()}")
-    u = engine.cache_usage()
+        n = store.prune(None if args.clear else args.prune)
+        print(f"removed {n} cached run(s) from {store.cache_root()}")
+    u = store.cache_usage()
     print(f"{u['root']}: {u['results']} result(s), {u['unfinished']} unfinished run(s), "
           f"{u['running']} computing now (left alone), {u['bytes'] / 2 ** 20:.1f} MiB")
     return 0
@@ -319,9 +175,6 @@ def cmd_cache(args) -> int:
 def _import_extensions(paths: list[str]) -> None:
     """Import each module or ``.py`` file of ``--with``: it registers its own experiment specs,
     benchmark tasks or entries (and algorithms) at import, as dpnet's own modules do."""
-    import importlib
-    import importlib.util
-
     for item in paths:
         path = Path(item)
         if path.suffix == ".py":
@@ -344,27 +197,22 @@ def _import_extensions(paths: list[str]) -> None:
 
 
 def cmd_compare(args) -> int:
-    from . import compare
-    from .sweep import parse_seeds
-
     _import_extensions(args.extensions)
     tasks = [t for t in args.tasks.split(",") if t] or list(compare.TASKS)
     epsilons = [float(e) for e in args.epsilons.split(",")] if args.epsilons else (
         [1.0, 4.0] if args.quick else list(compare.EPSILONS))
     algs = [a for a in args.algorithms.split(",") if a] if args.algorithms else None
-    seeds = parse_seeds(args.seeds) if args.seeds else ([0, 1] if args.quick else [0, 1, 2])
+    seeds = sweep.parse_seeds(args.seeds) if args.seeds else ([0, 1] if args.quick else [0, 1, 2])
     rows = compare.compare(tasks, epsilons, algs, quick=args.quick, seeds=seeds,
                            dataset=args.dataset, jobs=args.jobs, tight=args.tight,
                            log=None if args.silent else lambda m: print("  " + m, flush=True))
     command = "dpnet compare " + " ".join(args.argv)
     audits = None
     if args.audit:
-        from .compare import audit
-
-        picked = audit.sample(rows, args.audit_per_task)
+        picked = compare.audit.sample(rows, args.audit_per_task)
         audits = []
         for r in picked:
-            audits.append(audit.audit_row(r, args.dataset, args.audit))
+            audits.append(compare.audit.audit_row(r, args.dataset, args.audit))
             if not args.silent:
                 print(f"  audited {r['task']}/{r['algorithm']}: {audits[-1].get('status')}",
                       flush=True)
@@ -406,6 +254,34 @@ def cmd_demo(args) -> int:
     compare_args = make_parser().parse_args(["compare", *argv, "--silent"])   # every default
     compare_args.argv = argv
     return cmd_compare(compare_args)
+
+
+def cmd_audit(args) -> int:
+    """``dpnet audit``: see :mod:`dpnet.lab.audit.suite`."""
+    out = Path(args.out)
+    if args.list:
+        print(audit.suite.listing())
+        return 0
+    if args.attack:
+        text, md, png = audit.suite.attack_lab(args.names, args.iterations, args.seed, out)
+        print(text)
+        print(f"wrote {md} and {png}")
+        return 0
+    command = "dpnet audit " + " ".join(args.names) + (
+        f" --noise-factor {args.noise_factor:g}" if args.noise_factor != 1 else "") + (
+        f" --repetitions {args.repetitions}" if args.repetitions else "") + (
+        f" --seed {args.seed}" if args.seed else "")
+    results, summary = audit.suite.audit_targets(
+        args.names, out, args.repetitions, args.seed, args.confidence, args.noise_factor,
+        command, log=lambda line: print(line, flush=True))
+    print(audit.engine.table(results))
+    print(f"wrote {summary} and one NAME.md/NAME.png per target in {out}")
+    unexpected = audit.suite.unexpected_violations(results, args.noise_factor)
+    if unexpected:
+        print("dpnet: audited epsilon above the claim for " + ", ".join(unexpected)
+              + ": a bug in the code or the accounting", file=sys.stderr)
+        return 1
+    return 0
 
 
 # -- entry -----------------------------------------------------------------------------------
@@ -494,7 +370,7 @@ def make_parser() -> argparse.ArgumentParser:
                    "(default 0: no audit); exit status 1 if any exceeds its claim")
     s.add_argument("--audit-per-task", type=int, default=None, metavar="N",
                    help="at most N audited algorithms per task (default: every one)")
-    _with_option(s, "benchmark entries or tasks (dpnet.compare.entries.register)")
+    _with_option(s, "benchmark entries or tasks (dpnet.lab.compare.entries.register)")
     s.add_argument("--jobs", type=int, default=1)
     s.add_argument("--silent", action="store_true")
     s.add_argument("--out", default="leaderboard")
@@ -502,7 +378,7 @@ def make_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("reproduce", help="regenerate a paper figure/table with its claims checked")
     s.add_argument("names", nargs="+", help="experiment names (dpnet list experiments) or all")
     s.add_argument("--quick", action="store_true", help="short horizons, few seeds")
-    _with_option(s, "experiment specs (dpnet.experiments.register, as examples/new_figure.py)")
+    _with_option(s, "experiment specs (dpnet.lab.reproduce.register, as examples/new_figure.py)")
     s.add_argument("--plan", action="store_true", help="count the runs, how many are cached "
                    "and at most how many counterfactual runs may follow; run nothing")
     s.add_argument("--out", default="reproductions")
@@ -517,23 +393,28 @@ def make_parser() -> argparse.ArgumentParser:
                    help="remove results and unfinished runs not used for DAYS days")
     g.add_argument("--clear", action="store_true", help="remove everything")
     s.set_defaults(func=cmd_cache)
-    for hook in _SUBCOMMAND_HOOKS:
-        hook(sub)
+    s = sub.add_parser(
+        "audit", help="empirical privacy audit (lower bound on epsilon vs the claim) or the "
+        "eavesdropper's attack lab",
+        description="dpnet audit NAME [NAME ...] | all: run each registered target on its two "
+        "adjacent inputs, report the audited lower bound on epsilon against the claimed one "
+        "(NAME.md, NAME.png, and audit.md with the table). dpnet audit --attack [SCENARIO ...] "
+        "| all: reconstruct gradients and states from transcripts (attacks.md, attacks.png). "
+        "dpnet audit --list: the targets and scenarios.")
+    s.add_argument("names", nargs="*", help="audit targets (or attack scenarios with --attack); "
+                   "'all' for every available one")
+    s.add_argument("--attack", action="store_true", help="run the eavesdropper lab instead")
+    s.add_argument("--list", action="store_true", help="list targets and attack scenarios")
+    s.add_argument("--repetitions", type=int, default=None,
+                   help="runs per input (default: the target's own)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--confidence", type=float, default=0.95)
+    s.add_argument("--noise-factor", type=float, default=1.0,
+                   help="silently scale the noise (mutation check; the claim stays the original)")
+    s.add_argument("--iterations", type=int, default=40, help="horizon of the attack scenarios")
+    s.add_argument("--out", default="audits", help="output folder (default: audits)")
+    s.set_defaults(func=cmd_audit)
     return p
-
-
-# Other modules (auditing, distributed launch) add subcommands here.
-_SUBCOMMAND_HOOKS: list = []
-
-
-def _audit_subcommand(sub) -> None:
-    """``dpnet audit NAME ... | --attack ...``: see :mod:`dpnet.audit`."""
-    from .audit.engine import add_subcommand
-
-    add_subcommand(sub)
-
-
-_SUBCOMMAND_HOOKS.append(_audit_subcommand)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from .errors import ParameterError, UnknownNameError, positive_int, require
+from .registry import Registry
 from .rng import Streams
 
 
@@ -221,8 +222,11 @@ class NormSign(Compressor):
         return (d / 2.0, 1.0 / d)
 
 
-REGISTRY = {"identity": Identity, "topk": TopK, "randk": RandK, "quantizer": BiasedQuantizer,
-            "normsign": NormSign}
+#: every compressor by the name a configuration uses
+REGISTRY: Registry = Registry("compressor", "dpnet.compression")
+for _name, _cls in (("identity", Identity), ("topk", TopK), ("randk", RandK),
+                    ("quantizer", BiasedQuantizer), ("normsign", NormSign)):
+    REGISTRY.register(_name, _cls)
 
 
 def from_spec(spec: dict | str | None) -> Compressor:
@@ -235,8 +239,8 @@ def from_spec(spec: dict | str | None) -> Compressor:
         spec = {"name": spec}
     spec = dict(spec)
     name = spec.pop("name", "identity")
-    if name not in REGISTRY:
-        raise UnknownNameError("compressor", name, REGISTRY)
+    if not isinstance(name, str) or name not in REGISTRY:
+        raise UnknownNameError("compressor", str(name), REGISTRY)
     try:
         return REGISTRY[name](**spec)
     except TypeError as e:

@@ -50,6 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import DPNetError, ParameterError, positive_int, require
+from .registry import Registry
 
 ENV = "DPNET_DATA"
 DEFAULT_ROOT = Path("~/.cache/dpnet")
@@ -107,7 +108,9 @@ def _mnist(name: str, size: int, sha: str | None, md5: str, content_md5: str) ->
                     (sha,) if sha else (), (md5,), (content_md5,))
 
 
-FILES: dict[str, FileSpec] = {
+#: every data file dpnet reads, by key: where it lives under the root, its sources and checksums
+FILES: Registry[FileSpec] = Registry("data file", "dpnet.data")
+for _key, _spec in {
     # LIBSVM (sizes and SHA-256 of shared/data's copies, facts from SOURCES.md / the LIBSVM page)
     "mushrooms": _libsvm("mushrooms", "mushrooms/mushrooms", 879711,
                          "51919a59d92e6ec922259e77afd91d9a809299613ee0da052a19abe746aa2244",
@@ -174,7 +177,8 @@ FILES: dict[str, FileSpec] = {
         ("train", 9, 14254705, "9bed4672d40c1479403ad0cc0cfab01da22f312130ea7cf44ad21aa408178431"),
         ("test", 0, 14271026, "8f96a2412489a7957cfe00157d4aa773860c41f0f4216d91dbc684e3e61df794"),
         ("test", 1, 14250208, "8afc8830ea6eb2fac67920183fd4d96d1ea2f00593046ccdb445c1d5849489c0"))},
-}
+}.items():
+    FILES.register(_key, _spec)
 
 LIBSVM = {  # dataset -> (train key, test key or None, n_features)
     "mushrooms": ("mushrooms", None, 112),

@@ -6,7 +6,7 @@ code runs unchanged because it only ever talks to :class:`~dpnet.network.Network
 
 * **halo**: a rank's halo tensors hold its local rows followed by the rows of every remote agent
   that one of its agents receives from (the graph's adjacency; for a
-  :class:`~dpnet.digraphs.DirectedGraph` the union of R's and C's edges), sorted by global index;
+  :class:`~dpnet.graphs.directed.DirectedGraph` the union of R's and C's edges), sorted by global index;
 * ``exchange(rows, name, compressor, matrix, active)`` compresses and charges exactly like the
   simulated network (same code, same counter-based draws keyed by global agent index), then sends
   each peer rank, point to point, only the rows its agents receive under ``matrix`` (one batched
@@ -64,7 +64,7 @@ from .rng import Streams
 DEFAULT_TIMEOUT = 60.0  # seconds a rank waits for a peer before declaring it dead or hung
 
 __all__ = ["DistributedNetwork", "DistributedError", "RankCheckpoints", "RankOutcome",
-           "block_offsets", "rank_agents", "init_from_env", "launch", "run", "DEFAULT_TIMEOUT"]
+           "block_offsets", "is_rank0", "rank_agents", "init_from_env", "launch", "run", "DEFAULT_TIMEOUT"]
 
 
 class DistributedError(DPNetError, RuntimeError):
@@ -415,6 +415,11 @@ class RankCheckpoints:
 
 
 # -- runs -----------------------------------------------------------------------------------
+def is_rank0() -> bool:
+    """Whether this process writes a run's files: rank 0 of the group, or no group at all."""
+    return not dist.is_initialized() or dist.get_rank() == 0
+
+
 def rank_agents(n: int, split: Sequence[int] | None = None,
                 timeout: float = DEFAULT_TIMEOUT) -> np.ndarray:
     """The agents this rank owns in :func:`run` with the same ``n`` and ``split``: load only

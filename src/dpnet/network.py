@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -73,6 +74,25 @@ class Transcript:
 
     def __len__(self) -> int:
         return len(self.entries)
+
+    def to_state(self) -> dict:
+        """The entries as plain data (see :mod:`dpnet.checkpoints`)."""
+        return {"entries": [{"iteration": int(e.iteration), "name": str(e.name),
+                             "senders": torch.from_numpy(np.asarray(e.senders, np.int64).copy()),
+                             "messages": torch.as_tensor(e.messages).detach().clone()}
+                            for e in self.entries]}
+
+    @classmethod
+    def from_state(cls, state: dict) -> Transcript:
+        """A fresh transcript equal to the one :meth:`to_state` saw."""
+        _require_keys("network.transcript", state, ("entries",))
+        out = cls()
+        for i, e in enumerate(state["entries"]):
+            _require_keys(f"network.transcript.entries[{i}]", e,
+                          ("iteration", "name", "senders", "messages"))
+            out.append(TranscriptEntry(int(e["iteration"]), str(e["name"]), _int64(e["senders"]),
+                                       torch.as_tensor(e["messages"]).clone()))
+        return out
 
 
 class BitLedger:
@@ -133,6 +153,28 @@ class BitLedger:
     def as_dict(self) -> dict:
         return {"total": self.total, "per_agent": self.per_agent.tolist(),
                 "per_name": dict(self.per_name)}
+
+    def to_state(self) -> dict:
+        """A copy of the counts as plain data (see :mod:`dpnet.checkpoints`): the ledger is
+        rebuilt from exactly them by :meth:`from_state`."""
+        return {"n": int(self.n), "detailed": bool(self.detailed),
+                "per_agent": torch.from_numpy(self.per_agent.copy()),
+                "per_name": {str(k): int(v) for k, v in self.per_name.items()},
+                "per_iteration": {int(k): int(v) for k, v in self._iter.items()},
+                "detail": {int(k): torch.from_numpy(row.copy()) for k, row in self._detail.items()}}
+
+    @classmethod
+    def from_state(cls, state: dict) -> BitLedger:
+        """A fresh ledger equal to the one :meth:`to_state` saw (own arrays: the ledger adds into
+        them in place, the state may be resumed from again)."""
+        _require_keys("network.ledger", state, ("n", "detailed", "per_agent", "per_name",
+                                                "per_iteration", "detail"))
+        ledger = cls(int(state["n"]), detailed=bool(state["detailed"]))
+        ledger.per_agent = _int64(state["per_agent"])
+        ledger.per_name = {str(k): int(v) for k, v in state["per_name"].items()}
+        ledger._iter = {int(k): int(v) for k, v in state["per_iteration"].items()}
+        ledger._detail = {int(k): _int64(row) for k, row in state["detail"].items()}
+        return ledger
 
 
 def torch_operator(M: sp.sparray, dtype: torch.dtype, device: torch.device | str = "cpu"
@@ -279,19 +321,31 @@ class Network:
         (random draws are keyed by iteration, so nothing about them needs saving). Plain data
         (copies as tensors, numbers, dicts), so a checkpoint file of it loads without unpickling
         any class: see :mod:`dpnet.checkpoints`."""
-        from . import checkpoints  # deferred: checkpoints imports this module
-        return {"ledger": checkpoints.ledger_to_state(self.ledger),
-                "transcript": checkpoints.transcript_to_state(self.transcript)}
+        return {"ledger": self.ledger.to_state(),
+                "transcript": None if self.transcript is None else self.transcript.to_state()}
 
     def load_state_dict(self, sd: dict) -> None:
-        from . import checkpoints
-        ledger = checkpoints.ledger_from_state(sd["ledger"])
+        ledger = BitLedger.from_state(sd["ledger"])
         require(ledger.n == self.n, "network.ledger.n", ledger.n, f"n = {self.n}")
         require((sd["transcript"] is not None) == self.record, "record", self.record,
                 "the same as in the checkpointed run")
         self.ledger = ledger
-        self.transcript = checkpoints.transcript_from_state(sd["transcript"])
+        self.transcript = (None if sd["transcript"] is None
+                           else Transcript.from_state(sd["transcript"]))
 
     def check_shape(self, name: str, X: torch.Tensor, d: int) -> None:
         if tuple(X.shape) != (self.n_local, d):
             raise ParameterError(name, tuple(X.shape), f"shape (n_local={self.n_local}, d={d})")
+
+
+def _int64(values: Any) -> np.ndarray:
+    """An own int64 NumPy copy of a tensor or array."""
+    if isinstance(values, torch.Tensor):
+        values = values.numpy()
+    return np.array(values, dtype=np.int64, copy=True)
+
+
+def _require_keys(name: str, state: Any, keys: tuple[str, ...]) -> None:
+    found = sorted(state) if isinstance(state, dict) else type(state).__name__
+    require(isinstance(state, dict) and all(k in state for k in keys), name, found,
+            f"a dict with the keys {list(keys)}")

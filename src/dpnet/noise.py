@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .errors import ParameterError, require
+from .errors import UnknownNameError, require
+from .registry import Registry
 from .rng import Streams
 
 Scalar = float | int
@@ -241,7 +242,12 @@ def from_spec(spec: dict | float | None) -> Noise:
         return Laplace(spec)
     spec = dict(spec)
     kind = spec.pop("kind", "laplace")
-    cls = {"laplace": Laplace, "gaussian": Gaussian}.get(kind)
-    if cls is None:
-        raise ParameterError("noise.kind", kind, "one of: gaussian, laplace")
-    return cls(**spec)
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise UnknownNameError("noise kind", str(kind), KINDS)
+    return KINDS[kind](**spec)
+
+
+#: the noise distributions a configuration names (``kind``)
+KINDS: Registry = Registry("noise kind", "dpnet.noise")
+KINDS.register("laplace", Laplace)
+KINDS.register("gaussian", Gaussian)

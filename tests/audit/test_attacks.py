@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import dpnet
-from dpnet.audit import attacks as T
+from dpnet.lab.audit import attacks as T
 
 K = 30
 

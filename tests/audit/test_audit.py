@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import dpnet
-from dpnet.audit import engine as A
 from dpnet.compression import RandK
+from dpnet.lab.audit import engine as A
 from dpnet.noise import Laplace
 from dpnet.rng import Streams
 

@@ -8,7 +8,7 @@ import pytest
 
 from dpnet import graphs, noise, problems
 from dpnet.algorithms import DirectedDPGT
-from dpnet.algorithms._cwz import scheme_s1, scheme_s2
+from dpnet.algorithms.cwz_schemes import scheme_s1, scheme_s2
 from dpnet.errors import ParameterError
 from dpnet.privacy import chen_wang_zhang as cwz
 

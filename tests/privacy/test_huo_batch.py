@@ -13,8 +13,8 @@ import math
 
 import pytest
 
-from dpnet.audit import engine as A
 from dpnet.errors import ParameterError
+from dpnet.lab.audit import engine as A
 from dpnet.privacy import huo
 
 LN5 = math.log(1.25 / 1e-5)      # = 11.7360...

@@ -138,19 +138,18 @@ def test_an_option_of_another_accountant_is_refused():
 
 
 def test_a_new_accountant_reaches_existing_algorithms_without_editing_them():
-    @accountants.register_generic("test-max-release", "largest single release (test only)")
     def largest(algorithm, problem, graph, iterations, assumptions):
-        return accountants._per_agent(
+        return accountants.per_agent(
             algorithm, problem, graph, iterations, assumptions,
             lambda m: max(float(np.max(1 / r.multipliers)) for r in m.releases), "largest", 0.0)
 
-    try:
+    new = accountants.Accountant("test-max-release", largest, "largest single release (test)")
+    with accountants.ACCOUNTANTS.scoped("*:test-max-release", new):
         for name in ("diadsp", "dpp2"):
             g = MAKERS[name]().privacy(PROBLEM, GRAPH, 3, accountant="test-max-release",
                                        **CONSTANTS[name])
             assert 0 < g.epsilon < math.inf
-    finally:
-        del accountants._GENERIC["test-max-release"]
+    assert "test-max-release" not in accountants.every()
 
 
 def test_assumptions_validate_and_name_what_they_reject():

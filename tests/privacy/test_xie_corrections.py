@@ -5,8 +5,8 @@ import math
 import pytest
 
 import dpnet
-from dpnet.audit import engine as audit
 from dpnet.errors import ParameterError
+from dpnet.lab.audit import engine as audit
 from dpnet.privacy import xie
 from dpnet.problems import ProblemConstants
 

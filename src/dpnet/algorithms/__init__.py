@@ -5,8 +5,11 @@ class name, so adding an algorithm is adding one module with a ``@register``-ed 
 """
 
 import importlib as _importlib
+import inspect
 import pkgutil as _pkgutil
 
+from .. import compression, noise
+from ..errors import ParameterError
 from .base import Algorithm, Context, State, available, get, register
 
 for _mod in _pkgutil.iter_modules(__path__):
@@ -22,11 +25,6 @@ __all__ = ["Algorithm", "Context", "State", "available", "get", "register", "fro
 def from_spec(spec: dict) -> Algorithm:
     """Build an algorithm from a config table: ``{"name": "diadsp", "eta": 0.1,
     "noise_x": {"kind": "laplace", "scale": 1, "decay": 0.9}, "compressor": {...}}``."""
-    import inspect
-
-    from .. import compression, noise
-    from ..errors import ParameterError
-
     spec = dict(spec)
     cls = get(str(spec.pop("name", "")))
     kwargs = {}

@@ -37,6 +37,7 @@ from ..privacy.assumptions import Assumptions
 from ..privacy.calibration import calibrate
 from ..privacy.guarantee import PrivacyGuarantee
 from ..problems.base import Problem
+from ..registry import Registry
 from ..rng import Streams
 
 State = dict[str, torch.Tensor]
@@ -189,23 +190,20 @@ class BoxConstrained:
         return {"x": self._project(x0)}
 
 
-_REGISTRY: dict[str, type[Algorithm]] = {}
+#: every algorithm by its ``name`` (``dpnet list algorithms``)
+REGISTRY: Registry[type[Algorithm]] = Registry("algorithm", "dpnet.algorithms")
 
-
-def register(cls: type[Algorithm]) -> type[Algorithm]:
-    """Class decorator: make ``cls`` available as ``dpnet.algorithms.get(cls.name)``."""
-    require(cls.name not in _REGISTRY or _REGISTRY[cls.name] is cls, "name", cls.name,
-            "algorithm names are unique")
-    _REGISTRY[cls.name] = cls
-    return cls
+#: class decorator: make ``cls`` available as ``dpnet.algorithms.get(cls.name)``
+register = REGISTRY.decorator(lambda cls: cls.name)
 
 
 def get(name: str) -> type[Algorithm]:
-    key = name.lower().replace("-", "_")
-    if key not in _REGISTRY:
-        raise UnknownNameError("algorithm", name, _REGISTRY)
-    return _REGISTRY[key]
+    """The algorithm class called ``name`` (case and ``-``/``_`` do not matter)."""
+    key = name.lower().replace("-", "_") if isinstance(name, str) else name
+    if key not in REGISTRY:
+        raise UnknownNameError("algorithm", str(name), REGISTRY)
+    return REGISTRY[key]
 
 
 def available() -> dict[str, type[Algorithm]]:
-    return dict(sorted(_REGISTRY.items()))
+    return dict(sorted(REGISTRY.items()))

@@ -24,9 +24,9 @@ The paper's per-agent rules and its compact forms are different algorithms (cata
   column sums differ the gradient-sum tracking is lost even without noise.
 
 Noise-free (scale 0, full gradients) the compact form is push-pull gradient tracking (Pu, Shi,
-Xu & Nedic 2020). The graph must be a :class:`~dpnet.digraphs.DirectedGraph` satisfying
+Xu & Nedic 2020). The graph must be a :class:`~dpnet.graphs.directed.DirectedGraph` satisfying
 Assumption 1 with ``I - alpha L1``, ``I - beta L2`` nonnegative. Schemes S1/S2 and Assumptions
-5/6: :mod:`dpnet.algorithms._cwz` (re-exported here).
+5/6: :mod:`dpnet.algorithms.cwz_schemes` (re-exported here).
 
 Privacy: accountant ``"chen_wang_zhang"`` (the default), Lemmas 4-5
 (:mod:`dpnet.privacy.chen_wang_zhang`) for the chosen form, with paper 003's C given as exactly
@@ -40,14 +40,14 @@ and ``noise_y`` by one factor.
 
 from __future__ import annotations
 
-from ..digraphs import DirectedGraph
 from ..errors import ParameterError, positive, positive_int, require
+from ..graphs.directed import DirectedGraph
 from ..noise import Laplace, Noise, none
 from ..privacy import accountants
 from ..privacy import chen_wang_zhang as cwz
 from ..privacy.guarantee import PrivacyGuarantee
-from ._cwz import Scheme, assumption5, assumption6, lemma2_matrix, scheme_s1, scheme_s2
 from .base import Algorithm, Context, State, register
+from .cwz_schemes import Scheme, assumption5, assumption6, lemma2_matrix, scheme_s1, scheme_s2
 
 __all__ = ["DirectedDPGT", "Scheme", "scheme_s1", "scheme_s2", "assumption5", "assumption6",
            "lemma2_matrix"]
@@ -70,6 +70,13 @@ class DirectedDPGT(Algorithm):
         self.noise_y = noise_y if noise_y is not None else none()
         require(form in self.FORMS, "form", form, f"one of {self.FORMS}")
         self.form = form
+
+    @classmethod
+    def from_scheme(cls, scheme: Scheme, form: str = "compact") -> DirectedDPGT:
+        """Algorithm 1 with a scheme's step sizes, batch m and noise schedules (S1 or S2)."""
+        noise_x, noise_y = scheme.noises()
+        return cls(scheme.alpha, scheme.beta, scheme.gamma, batch=scheme.m, noise_x=noise_x,
+                   noise_y=noise_y, form=form)
 
     def check_graph(self, graph) -> None:
         if not isinstance(graph, DirectedGraph):

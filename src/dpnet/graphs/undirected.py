@@ -27,6 +27,7 @@ import scipy.sparse.csgraph as csgraph
 from scipy.spatial import cKDTree
 
 from ..errors import ParameterError, UnknownNameError, positive_int, require
+from ..registry import Registry
 from .base import Graph
 
 #: above this many agents the random constructors draw edges without forming an n x n array
@@ -281,10 +282,10 @@ def from_networkx(G: nx.Graph, weights: Any = "metropolis", weight_attr: str = "
     return _from_adjacency(_symmetric_support(n, pairs[:, 0], pairs[:, 1]), "networkx", weights)
 
 
-CONSTRUCTORS = {
-    "ring": ring, "circulant": circulant, "complete": complete, "star": star, "path": path,
-    "grid": grid, "erdos_renyi": erdos_renyi, "geometric": geometric,
-}
+#: the named graph constructors of a configuration's ``[graph]`` table
+CONSTRUCTORS: Registry = Registry("graph", "dpnet.graphs")
+for _fn in (ring, circulant, complete, star, path, grid, erdos_renyi, geometric):
+    CONSTRUCTORS.register(_fn.__name__, _fn)
 
 
 def from_spec(spec: dict) -> Graph:
@@ -293,7 +294,7 @@ def from_spec(spec: dict) -> Graph:
     name = spec.pop("name", None)
     if name == "explicit":
         return from_weights(np.asarray(spec["W"], dtype=np.float64))
-    if name not in CONSTRUCTORS:
+    if not isinstance(name, str) or name not in CONSTRUCTORS:
         raise UnknownNameError("graph", str(name), list(CONSTRUCTORS) + ["explicit"])
     if "offsets" in spec:
         spec["offsets"] = tuple(spec["offsets"])

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ParameterError, UnknownNameError
+from ..registry import Registry
 from .assumptions import ASSUMPTIONS, Assumptions, check_names
 from .guarantee import PrivacyGuarantee
 from .mechanism import Mechanism, Releases
@@ -42,7 +44,12 @@ class Accountant:
     name: str
     fn: Callable[..., PrivacyGuarantee]
     description: str
-    generic: bool = False
+    #: the algorithm class it serves (and its subclasses); None: every algorithm with a mechanism
+    cls: type | None = None
+
+    @property
+    def generic(self) -> bool:
+        return self.cls is None
 
     @property
     def options(self) -> tuple[str, ...]:
@@ -52,15 +59,22 @@ class Accountant:
                      or p.kind is p.POSITIONAL_OR_KEYWORD)
 
 
-_BY_CLASS: dict[type, dict[str, Accountant]] = {}
-_GENERIC: dict[str, Accountant] = {}
+#: every accountant, keyed ``"<class qualname>:<name>"`` (``"*:<name>"`` for the generic ones)
+ACCOUNTANTS: Registry[Accountant] = Registry("accountant", "dpnet")
+
+
+def _key(cls: type | None, name: str) -> str:
+    return f"{'*' if cls is None else cls.__module__ + '.' + cls.__qualname__}:{name}"
 
 
 def register(cls: type, name: str, description: str = "") -> Callable:
     """Decorator: ``fn`` is accountant ``name`` of ``cls`` (and of its subclasses)."""
+    registrant = sys._getframe(1).f_globals.get("__name__", "?")
+
     def deco(fn):
-        _BY_CLASS.setdefault(cls, {})[name] = Accountant(name, fn, description or
-                                                         (fn.__doc__ or "").strip().split("\n")[0])
+        summary = description or (fn.__doc__ or "").strip().split("\n")[0]
+        ACCOUNTANTS.register(_key(cls, name), Accountant(name, fn, summary, cls),
+                             registrant=registrant)
         return fn
     return deco
 
@@ -68,8 +82,11 @@ def register(cls: type, name: str, description: str = "") -> Callable:
 def register_generic(name: str, description: str) -> Callable:
     """Decorator: ``fn(algorithm, problem, graph, iterations, assumptions, **options)`` serves
     every algorithm with a mechanism description."""
+    registrant = sys._getframe(1).f_globals.get("__name__", "?")
+
     def deco(fn):
-        _GENERIC[name] = Accountant(name, fn, description, generic=True)
+        ACCOUNTANTS.register(_key(None, name), Accountant(name, fn, description),
+                             registrant=registrant)
         return fn
     return deco
 
@@ -83,18 +100,19 @@ def available(algorithm) -> dict[str, Accountant]:
     """Every accountant that applies to ``algorithm`` (an instance), by name."""
     out: dict[str, Accountant] = {}
     for klass in reversed(type(algorithm).__mro__):
-        out.update(_BY_CLASS.get(klass, {}))
+        out.update({a.name: a for a in ACCOUNTANTS.values() if a.cls is klass})
     if describes_mechanism(algorithm):
-        out.update({k: v for k, v in _GENERIC.items() if k not in out})
+        out.update({a.name: a for a in ACCOUNTANTS.values() if a.generic and a.name not in out})
     return out
 
 
 def every() -> dict[str, list[str]]:
     """``{accountant name: [algorithm classes it is registered for, or "generic"]}``."""
-    out: dict[str, list[str]] = {k: ["any algorithm with a mechanism"] for k in _GENERIC}
-    for klass, table in _BY_CLASS.items():
-        for name in table:
-            out.setdefault(name, []).append(getattr(klass, "name", klass.__name__))
+    out: dict[str, list[str]] = {a.name: ["any algorithm with a mechanism"]
+                                 for a in ACCOUNTANTS.values() if a.generic}
+    for a in ACCOUNTANTS.values():
+        if not a.generic:
+            out.setdefault(a.name, []).append(getattr(a.cls, "name", a.cls.__name__))
     return dict(sorted(out.items()))
 
 
@@ -130,7 +148,7 @@ def _mechanisms(algorithm, problem, graph, iterations, assumptions) -> list[tupl
     return algorithm.mechanism(problem, graph, iterations, assumptions)
 
 
-def _per_agent(algorithm, problem, graph, iterations, assumptions, epsilon_of, label: str,
+def per_agent(algorithm, problem, graph, iterations, assumptions, epsilon_of, label: str,
                delta: float) -> PrivacyGuarantee:
     groups = _mechanisms(algorithm, problem, graph, iterations, assumptions)
     n = graph.n if graph is not None else problem.n_agents
@@ -163,7 +181,7 @@ def laplace_accountant(algorithm, problem, graph, iterations, assumptions) -> Pr
                                      f"{r.noise} noise (sampling {r.sampling:g}): use rdp or pld")
             total += float(np.sum(1.0 / r.multipliers))
         return total
-    return _per_agent(algorithm, problem, graph, iterations, assumptions, epsilon,
+    return per_agent(algorithm, problem, graph, iterations, assumptions, epsilon,
                       "basic composition of Laplace mechanisms", 0.0)
 
 
@@ -233,7 +251,7 @@ def _pure_epsilon(mech: Mechanism) -> float:
 def _dp_accounting_accountant(kind: str, label: str) -> Callable[..., PrivacyGuarantee]:
     def accountant(algorithm, problem, graph, iterations, assumptions) -> PrivacyGuarantee:
         delta = assumptions.delta or DEFAULT_DELTA
-        return _per_agent(algorithm, problem, graph, iterations, assumptions,
+        return per_agent(algorithm, problem, graph, iterations, assumptions,
                           lambda m: _dp_accounting_epsilon(m, delta, kind),
                           f"{label} (dp-accounting) at delta = {delta:g}", delta)
     return accountant

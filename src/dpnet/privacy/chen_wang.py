@@ -59,7 +59,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import ParameterError, positive, positive_int, require
+from ..graphs import spectral
 from .guarantee import PrivacyGuarantee
+from .mechanism import Mechanism, Releases
 
 PerAgent = float | Sequence[float] | np.ndarray
 
@@ -80,8 +82,6 @@ def assumption3(graph) -> dict[str, Any]:
     Sparse, O(edges) apart from the spectrum: every eigenvalue (LAPACK) up to
     :data:`dpnet.graphs.spectral.DENSE_SPECTRAL_MAX` agents, above it only the three the
     assumption names, by shift-invert Lanczos on ``L = -W`` (``eigenvalues`` is then None)."""
-    from ..graphs import spectral
-
     W = graph.sparse("laplacian_like")
     sym = graph.is_symmetric()
     diag = W.diagonal().copy()
@@ -280,8 +280,6 @@ def streaming_mechanism(n: int, T: int, rho: np.ndarray, l1_gradient_bound: floa
     """Per agent group: the messages t = 1..T, Laplace of per-coordinate scale
     ``sigma0_i (t+1)^{sign varsigma_i} / sqrt(2)``, l1 sensitivity ``2 d rho_t`` (sign -1:
     Algorithm 1's decreasing noise, +1: LDOL's increasing noise)."""
-    from .mechanism import Mechanism, Releases
-
     d = positive("l1_gradient_bound", l1_gradient_bound)
     tt = np.arange(2, T + 2, dtype=np.float64)
     out = []
@@ -327,8 +325,6 @@ def dola_mechanism(n_agents: int, alpha0: float, power: float, noise_scale: floa
     basic composition is ``variant="all-data"`` of :func:`dola_epsilon` (the published account
     charges one release). Like both accounts, it ignores how a sample's influence propagates
     through the state."""
-    from .mechanism import Mechanism, Releases
-
     if lipschitz is None:
         raise ParameterError("gradient_bound", None, f"the l2 gradient bound L of {name}'s "
                              "sensitivity 2 alpha_t sqrt(n) L must be given")

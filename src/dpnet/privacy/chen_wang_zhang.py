@@ -48,6 +48,7 @@ import numpy as np
 
 from ..errors import ParameterError, require
 from .guarantee import PrivacyGuarantee
+from .mechanism import Mechanism, Releases
 
 FORMS = ("compact", "per-agent")
 NORMS = ("l2", "l1")
@@ -214,8 +215,6 @@ def mechanism(graph, alpha: float, beta: float, gamma: float, m: int, C: float, 
     ``Dx[k]``, ``Dy[k]`` of :func:`sensitivities` (same arguments as :func:`cumulative_epsilon`).
     Their basic composition is Lemma 5's sum. Agents sharing their contraction factors and
     noise scales share a description."""
-    from .mechanism import Mechanism, Releases
-
     n = graph.n
     C1 = l1_constant(C, d, norm)
     L1 = None if smoothness is None else l1_constant(smoothness, d, norm)

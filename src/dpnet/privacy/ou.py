@@ -35,8 +35,10 @@ import math
 import numpy as np
 
 from ..errors import ParameterError, require
+from ..noise import Laplace
 from .composition import calibrate, inverse_geometric_sum
-from .guarantee import per_agent_unique
+from .guarantee import PrivacyGuarantee, per_agent_unique
+from .mechanism import Mechanism, Releases
 
 VARIANTS = ("conservative", "printed")
 
@@ -165,8 +167,6 @@ def calibrate_decay(target: float, d: int, alpha: float, smoothness: float, adja
 
 def _geometric(noise, label: str, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Per-agent ``(u, r)`` arrays of a ``Laplace(u, decay=r)`` noise (scale 0: ``(0, nan)``)."""
-    from ..noise import Laplace
-
     if noise.is_zero:
         return np.zeros(n), np.full(n, math.nan)
     if not isinstance(noise, Laplace) or noise.schedule.decay is None:
@@ -181,8 +181,6 @@ def dpp2_guarantee(name: str, problem, graph, iterations: int | None, alpha: flo
                    noise_e, adjacency: float | None = None, variant: str = "conservative",
                    smoothness: float | None = None):
     """Per-agent Theorem 3 guarantee of DPP2 (``smoothness`` overrides the problem's Mbar)."""
-    from .guarantee import PrivacyGuarantee
-
     require(variant in VARIANTS, "variant", variant, f"one of {VARIANTS}")
     n = graph.n if graph is not None else problem.n_agents
     M = float(problem.smoothness if smoothness is None else smoothness)
@@ -214,8 +212,6 @@ def calibrate_noises(problem, graph, target: float, iterations: int, alpha: floa
                      smoothness: float | None = None):
     """New ``(noise_w, noise_e)`` meeting ``target`` by Theorem 3: ``over="u"`` multiplies every
     scale by the smallest common factor, ``over="r"`` sets the smallest common decay rate."""
-    from ..noise import Laplace
-
     require(over in ("u", "r"), "over", over, "'u' (noise scales) or 'r' (decay rate)")
     n = graph.n if graph is not None else problem.n_agents
     M = float(problem.smoothness if smoothness is None else smoothness)
@@ -246,8 +242,6 @@ def dpp2_mechanism(problem, graph, iterations: int, alpha: float, noise_w, noise
     masked by ``e`` (l1 sensitivity ``sqrt(d) delta / (1 - alpha Mbar)``, scale ``u_e r^k``) and
     the one masked by ``w`` (``sqrt(d) alpha delta / (1 - alpha Mbar)``, ``u_w r^k``): their basic
     composition is Theorem 3's conservative sum ``c_tilde sum_{k=0}^{K} r^{-k}``."""
-    from .mechanism import Mechanism, Releases
-
     n = graph.n if graph is not None else problem.n_agents
     M = float(problem.smoothness if smoothness is None else smoothness)
     d = int(problem.dim)

@@ -48,6 +48,7 @@ from ..errors import ParameterError, require
 from ..noise import Laplace, Noise
 from .composition import inverse_geometric_sum
 from .guarantee import PrivacyGuarantee, per_agent_unique
+from .mechanism import Mechanism, Releases
 
 VARIANTS = ("sound", "printed", "derived")
 
@@ -212,8 +213,6 @@ def xie_mechanism(which: str, problem, graph, iterations: int, eta: float, noise
     ``4 max(sqrt(eta), eta) sqrt(d) M`` and ``4 sqrt(d) M``; PPDC ``max(2 sqrt(eta), 4 eta)
     sqrt(d) M`` and ``4 sqrt(d) M / omega``. Their basic composition is Theorem 3 exactly (sound
     form) and bounds Theorem 6's sound form from above."""
-    from .mechanism import Mechanism, Releases
-
     n, d = graph.n, problem.dim
     M = gradient_bound if gradient_bound is not None else problem.gradient_bound()
     if M is None:

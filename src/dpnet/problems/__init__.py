@@ -1,6 +1,8 @@
 """Local objectives of all agents with stacked gradients."""
 
+from ..data import load_libsvm
 from ..errors import UnknownNameError, require
+from ..registry import Registry
 from .base import Movable, Problem, ProblemConstants, canonical_device, minimize_global
 from .logistic import LogisticRegression
 from .neural import NeuralProblem
@@ -11,7 +13,11 @@ __all__ = ["Problem", "ProblemConstants", "NonconvexLogistic", "SinCos", "Quadra
            "LogisticRegression", "minimize_global", "from_spec", "NeuralProblem", "Clip",
            "Movable", "canonical_device"]
 
-_RANDOM = {"nonconvex_logistic": NonconvexLogistic, "sincos": SinCos, "quadratic": Quadratic}
+#: the synthetic problems a configuration names (each built by its ``random`` constructor)
+RANDOM: Registry = Registry("problem", "dpnet.problems")
+RANDOM.register("nonconvex_logistic", NonconvexLogistic)
+RANDOM.register("sincos", SinCos)
+RANDOM.register("quadratic", Quadratic)
 
 
 def from_spec(spec: dict, agents=None) -> Problem:
@@ -23,15 +29,13 @@ def from_spec(spec: dict, agents=None) -> Problem:
     spec = dict(spec)
     name = spec.pop("name", None)
     if name == "logistic_regression":
-        from ..data import load_libsvm
-
         require("dataset" in spec, "problem.dataset", None, "a LIBSVM dataset name for "
                 "logistic_regression (mushrooms, a9a, w8a, epsilon)")
         ds = load_libsvm(spec.pop("dataset"), spec.pop("split", "train"),
                          verify=spec.pop("verify", True))
         return LogisticRegression.partition(ds.X, ds.y, spec.pop("n_agents"), agents=agents,
                                             **spec)
-    if name not in _RANDOM:
-        raise UnknownNameError("problem", str(name), [*_RANDOM, "logistic_regression"])
-    problem = _RANDOM[name].random(**spec)
+    if not isinstance(name, str) or name not in RANDOM:
+        raise UnknownNameError("problem", str(name), [*RANDOM, "logistic_regression"])
+    problem = RANDOM[name].random(**spec)
     return problem if agents is None else problem.restrict(agents)

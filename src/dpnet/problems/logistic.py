@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..data import split_by_label, split_even
 from ..errors import positive_int, require
 from ..rng import Streams
 from .base import Problem, check_agent_indices, logistic_curvature, minimize_global
@@ -57,8 +58,6 @@ class LogisticRegression(Problem):
         order are dropped), ``"label"`` by label (:func:`dpnet.data.split_by_label`).
         ``agents``: hold only these agents' samples (one rank of a distributed run; the split
         is the same on every rank, drawn from ``seed``)."""
-        from ..data import split_by_label, split_even
-
         n = positive_int("n_agents", n_agents)
         X = X.toarray() if hasattr(X, "toarray") else X
         X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)

@@ -29,6 +29,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
+from ..data import partition
 from ..errors import ParameterError, positive_int, require
 from ..rng import Streams
 from .base import Problem, moved
@@ -338,8 +339,6 @@ class NeuralProblem(Problem):
         papers' setting) or ``"label"`` (non-i.i.d., :func:`dpnet.data.split_by_label`).
         ``agents``: keep only these agents' samples (one rank's partition; the split itself is
         the same on every rank, drawn from ``seed``)."""
-        from ..data import partition
-
         parts = partition(train.y, n_agents, how=how, seed=seed)
         t = None if test is None else (test.X, test.y)
         problem = cls(model, train.X, train.y, parts, test=t, transform=transform, **kw)

@@ -58,6 +58,7 @@ import torch
 from ..errors import ParameterError, positive_int, require
 from ..rng import Streams
 from .base import Movable, Problem, minimize_global
+from .neural import FlatModule
 
 MODES = ("exact", "window", "cached")
 
@@ -189,8 +190,6 @@ class NeuralSamples(Movable):
 
     def __init__(self, module: torch.nn.Module, features, labels, transform=None,
                  chunk: int = 256) -> None:
-        from .neural import FlatModule
-
         require(not any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
                         for m in module.modules()), "module", type(module).__name__,
                 "a module without BatchNorm layers")
@@ -222,8 +221,6 @@ class NeuralSamples(Movable):
     def _move(self, device: torch.device, copy: bool = False) -> None:
         """Features, labels and initial row move; the module is copied to ``device`` and the
         vmap'd functions are rebuilt around the copy."""
-        from .neural import FlatModule
-
         super()._move(device, copy)
         self._flat = FlatModule(self.module, self.dtype)
         self._bind()

@@ -1,0 +1,171 @@
+"""The algorithms of the benchmark: each one's tuning grid, how its theorem's relation maps onto
+the task's record relation, its default (sound) and its tightest accountant; and every private
+algorithm left out, with the reason.
+
+Mapping (``Delta = 2R/m``, the local-gradient sensitivity of :mod:`dpnet.lab.compare.tasks`):
+
+* DiaDSP, PGTC, PPDC (paper 000, function adjacency, Assumption 7 ``||grad f_i|| <= M``): the
+  proofs of Theorems 3 and 6 use M only through ``||grad f_i0(x) - grad f_i0'(x)|| <= 2M`` at a
+  common point (equal noisy states give equal inputs), so the record relation is covered with
+  ``M = Delta/2 = R/m``.
+* DPP2 (paper 004, Definition 1: adjacency radius ``delta`` on the same gradient difference):
+  ``delta = Delta`` exactly.
+* DO-ADP (paper 001): its relation is the record relation already; the per-sample gradient (the
+  regulariser included, as in the paper's ``l_i``) is clipped in l2 at ``G = R = 1``, so the
+  minibatch sensitivity is ``2G/B`` with sampling rate ``B/m``; the accountants read ``G``.
+
+Every grid has the same number of trials (:data:`TRIALS`): a step size and a noise decay (DO-ADP,
+whose noise does not decay, a momentum factor instead).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ... import algorithms, compression, noise
+from ...errors import ParameterError
+from ...problems.stochastic import Clip
+from ...registry import Registry
+from ..keys import PROSE, value_digest
+from ..source import data_root
+from .tasks import task_spec
+
+DELTA = 1e-5
+DOADP_BATCH = 16
+#: every method's tuning budget: the number of trials of its grid on every task
+TRIALS = 4
+#: DO-ADP's grid on the MNIST CNN task (clipping bounds a CNN record's gradient too)
+DOADP_CNN_GRID = tuple({"alpha": a, "beta": 0.5} for a in (0.01, 0.03, 0.1, 0.3))
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str                                       # the algorithm's registry name
+    grid: tuple[dict[str, float], ...]              # tuning trials (the same count for all)
+    build: Callable[[dict[str, float], Any], Any]   # (trial, task) -> algorithm at unit noise
+    constants: Callable[[Any], dict[str, float]]    # task -> assumptions under its relation
+    default: str                                    # the default (sound) accountant
+    tight: str | None                               # the tightest one dpnet has, where different
+    mapping: str = dataclasses.field(metadata=PROSE)   # not in a run's key
+    options: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    #: task -> why this algorithm does not apply to it (None: it applies)
+    inapplicable: Callable[[Any], str | None] = lambda task: None
+    #: task name -> the grid on that task where ``grid`` does not suit it (the same count)
+    task_grids: dict[str, tuple[dict[str, float], ...]] = dataclasses.field(default_factory=dict)
+
+    def grid_for(self, task: str) -> tuple[dict[str, float], ...]:
+        """The tuning trials on ``task``."""
+        return self.task_grids.get(task, self.grid)
+
+    def accountant_constants(self, task, accountant: str) -> dict[str, float]:
+        """The assumptions, delta (which only (epsilon, delta) accountants read) and the
+        accountant's own options."""
+        pure = accountant in ("xie", "ou", "laplace")
+        return {**self.constants(task), **({} if pure else {"delta": DELTA}),
+                **self.options.get(accountant, {})}
+
+
+def _lap(q: float) -> noise.Laplace:
+    return noise.Laplace(1.0, decay=q)
+
+
+def _grid(steps: tuple[float, float], key: str, others: tuple[float, float],
+          other_key: str = "q") -> tuple[dict[str, float], ...]:
+    return tuple({key: s, other_key: o} for s in steps for o in others)
+
+
+def _xie_m(task) -> dict[str, float]:
+    return {"gradient_bound": task.sensitivity / 2}
+
+
+ENTRIES: Registry[Entry] = Registry("benchmark entry", "dpnet.lab.compare")
+
+
+def register(e: Entry) -> Entry:
+    """Add an algorithm (modules of this package that benchmark one call this at import); its
+    grid must have :data:`TRIALS` trials, the same count as every other method's."""
+    for grid in (e.grid, *e.task_grids.values()):
+        if len(grid) != TRIALS:
+            raise ParameterError(f"entry {e.name} grid", len(grid), f"{TRIALS} trials, as every "
+                                 "other method's")
+    return ENTRIES.register(e.name, e, registrant=sys._getframe(1).f_globals.get("__name__", "?"))
+
+
+for _e in (
+    Entry("diadsp", _grid((0.3, 1.0), "eta", (0.95, 0.99)),
+          lambda t, task: algorithms.DiaDSP(t["eta"], _lap(t["q"]), _lap(t["q"])),
+          _xie_m, "xie", "pld", "paper 000 Theorem 3 (as PGTC with C = I): M = R/m"),
+    Entry("pgtc", _grid((0.1, 0.3), "eta", (0.95, 0.99)),
+          lambda t, task: algorithms.PGTC(
+              t["eta"], 0.2, 0.5, 0.5, compression.TopK(max(1, task.problem.dim // 4)),
+              1.0, 1.0, q=t["q"]),
+          _xie_m, "xie", "pld", "paper 000 Theorem 3, Top-k (k = d/4) compression: M = R/m"),
+    Entry("ppdc", _grid((0.01, 0.03), "eta", (0.95, 0.99)),
+          lambda t, task: algorithms.PPDC(t["eta"], 65.0, 5.0, 0.5, None, 1.0, 1.0, q=t["q"]),
+          _xie_m, "xie", "pld", "paper 000 Theorem 6 (uncompressed): M = R/m"),
+    Entry("dpp2", _grid((0.1, 0.3), "alpha", (0.95, 0.99)),
+          lambda t, task: algorithms.DPP2(t["alpha"], t["alpha"] / 2.5, 10.0, noise_w=1.0,
+                                          noise_e=1.0, r=t["q"]),
+          lambda task: {"adjacency_radius": task.sensitivity}, "ou", "pld",
+          "paper 004 Theorem 3: adjacency radius delta = 2R/m"),
+    Entry("doadp", _grid((0.1, 0.3), "alpha", (0.0, 0.5), "beta"),
+          lambda t, task: algorithms.DOADP(t["alpha"], 0.5, t["beta"], sigma=1.0,
+                                           clip=Clip(1.0, "l2"),
+                                           batch_size=min(DOADP_BATCH, task.m)),
+          lambda task: {"gradient_bound": 1.0}, "proof", "pld",
+          f"paper 001's own record relation: l2 clipping at G = 1, batch B = {DOADP_BATCH} "
+          "(m if smaller); "
+          "Theorem 1 itself certifies only 'some delta' (about 0.04 here), so the default is its "
+          "proof's step-by-step accountant at delta = 1e-5 (with the per-step delta0 = 1e-8, so "
+          "that T delta_t stays below it); on mnist_cnn: the same G and B (clipping bounds a CNN "
+          "record's gradient too), alpha in 0.01, 0.03, 0.1, 0.3 with beta = 0.5",
+          {"proof": {"delta0": 1e-8}},
+          lambda task: None if getattr(task.problem, "supports_clip", False) else
+          f"its sensitivity comes from per-sample clipping; {type(task.problem).__name__} has no "
+          "per-sample gradients", task_grids={"mnist_cnn": DOADP_CNN_GRID}),
+):
+    register(_e)
+
+
+#: private algorithms not in the benchmark, with the reason (printed in every leaderboard)
+LEFT_OUT = {
+    "kang_wddp": "paper 003's baseline [33] is federated: every party's noisy gradient is "
+                 "averaged at a central server (dpnet emulates it on a complete graph with "
+                 "identical rows W = 1 p^T); no task's graph has a server, and running it on one "
+                 "would compare another communication topology, not another algorithm",
+    "yan_binomial": "paper 003's baseline [37] is federated like kang_wddp (quantized gradients "
+                    "averaged at a central server): no task's graph has a server",
+}
+
+
+def entry(name: str) -> Entry:
+    return ENTRIES[name]
+
+
+def run_code(task: str, algorithm: str | None = None) -> str:
+    """What a run reads by name through the registries, as one of its arguments (``code``): the
+    task's spec (its builder's source closure) and the entry's (its builder, assumptions, grids
+    and accountants), wherever each was registered, and the data root. Their prose (a title, a
+    mapping's wording) does not count, and another entry's edit leaves these runs cached."""
+    return value_digest(task_spec(task), *([entry(algorithm)] if algorithm else []), data_root())
+
+
+def why_not(task, name: str) -> str | None:
+    """Why entry ``name`` does not run on the built ``task`` (the task's reason first, then the
+    entry's); None where it runs."""
+    return task.exclude(name) or entry(name).inapplicable(task)
+
+
+def left_out() -> dict[str, str]:
+    """The private algorithms of :data:`LEFT_OUT` that no module has benchmarked since."""
+    return {name: why for name, why in LEFT_OUT.items() if name not in ENTRIES}
+
+
+def check_complete() -> list[str]:
+    """Private registered algorithms that are neither benchmarked nor left out with a reason."""
+    private = [n for n, cls in algorithms.available().items() if getattr(cls, "private", False)]
+    return sorted(set(private) - set(ENTRIES) - set(LEFT_OUT))

@@ -1,0 +1,213 @@
+"""The leaderboard's computation: every entry calibrated to every target epsilon on every task,
+tuned under one trial budget, scored on the task's utility (see :mod:`dpnet.lab.compare`)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from ...algorithms import GradientTracking
+from ...errors import DPNetError, ParameterError
+from ...runner import run
+from ..store import Run, execute
+from . import entries, tasks
+from .entries import DELTA, ENTRIES, TRIALS, entry, run_code
+from .tasks import TASKS, build
+
+EPSILONS = (0.5, 1.0, 2.0, 4.0)
+#: statuses of rows that are listed under their task but not ranked
+UNRANKED = ("not applicable", "refused")
+TUNING_SEED = 100
+COLUMNS = ("task", "algorithm", "accountant", "target_epsilon", "certified_epsilon", "delta",
+           "utility", "utility_std", "accuracy", "bits_per_agent", "seconds", "noise_factor",
+           "choice", "seeds", "status")
+
+
+def calibration(task: str, dataset: str | None, algorithm: str, params: dict, epsilon: float,
+                accountant: str, iterations: int, code: str = "") -> dict:
+    """The smallest common noise factor (on the entry's unit noise) whose guarantee by
+    ``accountant`` is at most ``epsilon`` over ``iterations``, and that guarantee."""
+    t = build(task, dataset)
+    e = entry(algorithm)
+    constants = e.accountant_constants(t, accountant)
+    start = time.perf_counter()
+    try:
+        alg = e.build(params, t)
+        factor = _factor(alg.calibrate(epsilon, t.problem, t.graph, iterations,
+                                       accountant=accountant, **constants), alg)
+        g = alg.noise_scaled(factor).privacy(t.problem, t.graph, iterations,
+                                             accountant=accountant, **constants)
+    except DPNetError as err:
+        return {"status": f"refused: {err}"}
+    return {"status": "ok", "noise_factor": factor, "certified_epsilon": g.epsilon,
+            "delta": g.delta, "calibration_s": time.perf_counter() - start}
+
+
+def trial(task: str, dataset: str | None, algorithm: str, params: dict, noise_factor: float,
+          iterations: int, seed: int, split: str, code: str = "") -> dict:
+    """Run one calibrated configuration and score its average iterate on ``split``."""
+    t = build(task, dataset)
+    alg = entry(algorithm).build(params, t).noise_scaled(noise_factor)
+    start = time.perf_counter()
+    try:
+        res = run(alg, t.problem, t.graph, iterations, x0=t.x0, seed=seed,
+                  log_every=iterations, reference=None,
+                  float_bits=32 if getattr(t.problem, "dtype", None) == torch.float32 else 64)
+    except DPNetError as err:       # a diverging run stops with a message, never NaN
+        return {"status": f"diverged: {err}"}
+    return {"status": "ok", **t.utility(res.x.mean(axis=0), split),
+            "bits_per_agent": res.ledger.total / t.problem.n_agents,
+            "seconds": time.perf_counter() - start}
+
+
+def _factor(calibrated, unit) -> float:
+    """The common factor between a calibrated algorithm and its unit-noise original."""
+    a = unit.noise_attributes[0]
+    scale = [getattr(x, a) for x in (calibrated, unit)]
+    if isinstance(scale[0], int | float):
+        return float(scale[0]) / float(scale[1])
+    return float(np.max(scale[0].scale_at(0, 1)) / np.max(scale[1].scale_at(0, 1)))
+
+
+def _calibrations(task, dataset, pairs, K, jobs, log) -> dict:
+    """(algorithm, params, epsilon, accountant) -> calibration result."""
+    runs = [Run(calibration, dict(task=task, dataset=dataset, algorithm=n, params=p,
+                                  epsilon=eps, accountant=acc, iterations=K,
+                                  code=run_code(task, n)))
+            for n, p, eps, acc in pairs]
+    table = execute(runs, jobs, log)
+    return {(n, json.dumps(p, sort_keys=True), eps, acc): row
+            for (n, p, eps, acc), row in zip(pairs, table.rows)}
+
+
+def _trials(task, dataset, cases, K, seeds, split, jobs, log) -> list[dict]:
+    """One row per (case, seed): the case's calibration and the run's scores."""
+    runs, meta = [], []
+    for case in cases:
+        for s in seeds:
+            meta.append({**case, "seed": s})
+            if case["status"] == "ok":
+                runs.append(Run(trial, dict(task=task, dataset=dataset,
+                                            algorithm=case["algorithm"], params=case["choice"],
+                                            noise_factor=case["noise_factor"], iterations=K,
+                                            seed=s, split=split,
+                                            code=run_code(task, case["algorithm"]))))
+    done = iter(execute(runs, jobs, log).rows)
+    return [{**m, **next(done)} if m["status"] == "ok" else m for m in meta]
+
+
+def _score(row: dict, key: str = "utility") -> float:
+    u = row.get(key)
+    return float(u) if row.get("status") == "ok" and u is not None and math.isfinite(
+        float(u)) else math.inf
+
+
+def compare(tasks: Sequence[str] | None = None, epsilons=EPSILONS,
+            algorithms: Sequence[str] | None = None, quick: bool = False,
+            seeds: Sequence[int] = (0, 1, 2), dataset: str | None = None, jobs: int = 1,
+            tight: str = "entry", log: Callable[[str], None] | None = None
+            ) -> list[dict[str, Any]]:
+    """The leaderboard rows (see :data:`COLUMNS`). ``tight``: the second row's accountant:
+    ``"entry"`` (the tightest dpnet has for each algorithm), an accountant name for all (``"rdp"``
+    is much faster to calibrate than PLD), or ``"none"``."""
+    if tight not in ("entry", "none", "rdp", "pld"):
+        raise ParameterError("tight", tight, "one of entry, none, rdp, pld")
+    names = list(algorithms or ENTRIES)
+    for n in names:
+        entry(n)
+    for e in epsilons:
+        if not (isinstance(e, int | float) and 0 < e < math.inf):
+            raise ParameterError("epsilons", e, "0 < epsilon < inf")
+    logging.getLogger("absl").setLevel(logging.ERROR)  # dp-accounting's per-order RDP chatter
+    rows: list[dict[str, Any]] = []
+    for task in tasks or list(TASKS):
+        t = build(task, dataset)
+        K = t.spec.quick_horizon if quick else t.spec.horizon   # the built task's (as references)
+        why = {n: entries.why_not(t, n) for n in names}
+        rows += [_aggregate(task, {"algorithm": n, "accountant": entry(n).default,
+                                   "target_epsilon": eps, "choice": {}}, [], why[n])
+                 for n in names if why[n] for eps in epsilons]
+        names_here = [n for n in names if not why[n]]
+        grid = {n: entry(n).grid_for(task)[: 2 if quick else TRIALS] for n in names_here}
+        pairs = [(n, p, eps, entry(n).default) for n in names_here for eps in epsilons
+                 for p in grid[n]]
+        cal = _calibrations(task, dataset, pairs, K, jobs, log)
+
+        def case(n, p, eps, acc, cal=cal):
+            return {"algorithm": n, "accountant": acc, "target_epsilon": eps, "choice": p,
+                    **cal[n, json.dumps(p, sort_keys=True), eps, acc]}
+
+        tuning = _trials(task, dataset, [case(*k) for k in pairs], K, [TUNING_SEED], "val",
+                         jobs, log)
+        chosen = {}
+        for n in names_here:
+            for eps in epsilons:
+                cands = [r for r in tuning if r["algorithm"] == n and r["target_epsilon"] == eps]
+                chosen[n, eps] = min(cands, key=lambda r: (_score(r, "heldout_loss"),
+                                                          json.dumps(r["choice"])))["choice"]
+        second = {n: (entry(n).tight if tight == "entry" else None if tight == "none" else tight)
+                  for n in names_here}
+        extra = [(n, chosen[n, eps], eps, second[n]) for n in names_here for eps in epsilons
+                 if second[n] and second[n] != entry(n).default]
+        cal.update(_calibrations(task, dataset, extra, K, jobs, log))
+        cases = [case(n, chosen[n, eps], eps, entry(n).default) for n in names_here
+                 for eps in epsilons] + [case(*k) for k in extra]
+        final = _trials(task, dataset, cases, K, seeds, "test", jobs, log)
+        for c in cases:
+            rows.append(_aggregate(task, c, [r for r in final if all(
+                r[k] == c[k] for k in ("algorithm", "accountant", "target_epsilon"))]))
+    return rows
+
+
+def _aggregate(task: str, case: dict, runs: list[dict], inapplicable: str | None = None
+               ) -> dict[str, Any]:
+    """Mean and std over seeds; a row certifies the calibration's (epsilon, delta), and one whose
+    delta exceeds the axis' :data:`DELTA` is marked invalid (it would not share the axis)."""
+    ok = [r for r in runs if r.get("status") == "ok"]
+    row = {"task": task, "algorithm": case["algorithm"], "accountant": case["accountant"],
+           "target_epsilon": case["target_epsilon"],
+           "certified_epsilon": float(case.get("certified_epsilon", math.nan)),
+           "delta": float(case.get("delta", math.nan)),
+           "choice": ", ".join(f"{k}={v:g}" for k, v in case["choice"].items()),
+           "seeds": len(ok), "noise_factor": float(case.get("noise_factor", math.nan))}
+    bad = [r["status"] for r in runs if r.get("status") != "ok"]
+    row["status"] = (f"not applicable: {inapplicable}" if inapplicable else
+                     bad[0][:160] if bad else "ok")
+    if row["delta"] > DELTA * (1 + 1e-9):
+        row["status"] = f"invalid: certified delta {row['delta']:.3g} > {DELTA:g}"
+        ok = []
+    if ok:
+        u = np.array([float(r["utility"]) for r in ok])
+        row.update(utility=float(u.mean()),
+                   utility_std=float(u.std(ddof=1)) if len(u) > 1 else 0.0,
+                   accuracy=float(np.mean([float(r["accuracy"]) for r in ok])),
+                   bits_per_agent=float(np.mean([r["bits_per_agent"] for r in ok])),
+                   seconds=float(np.mean([r["seconds"] for r in ok])))
+    else:
+        row.update(utility=math.inf, utility_std=math.nan, accuracy=math.nan,
+                   bits_per_agent=math.nan, seconds=math.nan)
+    return row
+
+
+def references(task: str, dataset: str | None, quick: bool) -> dict[str, float]:
+    """Utility of the start x0 and of noise-free gradient tracking (the best step of a small
+    grid) at the task's horizon, on the test split: the scale every private row is read on. A
+    task with its own ``reference`` (:class:`~.tasks.Task`) uses that instead."""
+    t = build(task, dataset)
+    K = t.spec.quick_horizon if quick else t.spec.horizon
+    start = t.utility(t.x0, "test")["utility"]
+    if t.reference is not None:     # the task's own (the CNN: full gradients cost too much)
+        return {"iterations": K, "start": start, **t.reference(K)}
+    best = tasks.best_noise_free(t, [(f"gradient tracking (eta = {eta:g})", eta,
+                                      GradientTracking(eta)) for eta in (0.3, 1.0, 3.0)], K)
+    return {"iterations": K, "start": start, **best}
+
+
+# -- outputs -----------------------------------------------------------------------------------

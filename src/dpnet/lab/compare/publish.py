@@ -1,0 +1,145 @@
+"""The leaderboard's files: ``leaderboard.csv``, ``leaderboard.md``, one ``utility-<task>.png``
+per task, and the audit section when configurations were audited."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+
+from .. import report
+from . import audit, entries
+from .entries import DELTA, ENTRIES, TRIALS, entry
+from .leaderboard import COLUMNS, UNRANKED, references
+from .tasks import RELATION, build, task_spec
+
+
+def write(rows: list[dict], out: str | Path, command: str, quick: bool,
+          dataset: str | None = None, audits: list[dict] | None = None) -> dict[str, Path]:
+    """``leaderboard.csv``, ``leaderboard.md`` and one ``utility-<task>.png`` per task (and
+    ``audit.csv`` with the audit section in ``leaderboard.md`` when ``audits`` are given)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "leaderboard.csv").open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=COLUMNS)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (f"{r[k]:.6g}" if isinstance(r.get(k), float) else r.get(k, ""))
+                        for k in COLUMNS})
+    paths = {"csv": out / "leaderboard.csv"}
+    refs = {task: references(task, dataset, quick) for task in dict.fromkeys(
+        r["task"] for r in rows)}
+    for task, ref in refs.items():
+        paths[f"png-{task}"] = _plot([r for r in rows if r["task"] == task], task,
+                                     out / f"utility-{task}.png", ref)
+    text = markdown(rows, command, quick, dataset, refs)
+    if audits:
+        with (out / "audit.csv").open("w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(dict.fromkeys(k for a in audits for k in a)))
+            w.writeheader()
+            w.writerows(audits)
+        paths["audit"] = out / "audit.csv"
+        text += "\n" + audit.markdown(audits)
+    (out / "leaderboard.md").write_text(text)
+    paths["md"] = out / "leaderboard.md"
+    return paths
+
+
+def epsilons_of(rows: list[dict], task: str) -> list[float]:
+    return sorted({r["target_epsilon"] for r in rows if r["task"] == task})
+
+
+def ranking(rows: list[dict], task: str, eps: float) -> list[dict]:
+    sel = [r for r in rows if r["task"] == task and r["target_epsilon"] == eps
+           and not r["status"].startswith(UNRANKED)]
+    return sorted(sel, key=lambda r: (r["utility"], r["algorithm"], r["accountant"]))
+
+
+def markdown(rows: list[dict], command: str, quick: bool, dataset: str | None = None,
+             refs: dict[str, dict] | None = None) -> str:
+    lines = ["# Privacy-utility leaderboard", "",
+             f"Regenerate: `{command}`" + (" (quick: short horizons, 2 trials per method)"
+                                           if quick else ""), "",
+             "**Neighbouring relation:** one per task (stated under each task; for the "
+             f"finite-sum tasks: {RELATION}). Each algorithm's guarantee is expressed under it "
+             "through its mechanism's sensitivity (mapping per algorithm below). Pure-epsilon "
+             f"and (epsilon, delta) rows share the epsilon axis at delta = {DELTA:g}.", "",
+             "**What is private:** every guarantee covers the messages the agents exchange (the "
+             "papers' eavesdropper). The utility is read on the average of the agents' final "
+             "states, which, as in the papers, is not itself a function of the messages alone: "
+             "publishing that model is outside the guarantees here.", "",
+             f"**Tuning:** {TRIALS} trials per method over its own grid, chosen on held-out "
+             "validation loss under the default accountant, then the reported seeds on the test "
+             "split; the "
+             "tightest-accountant row re-calibrates the same choice. The privacy cost of tuning "
+             "is not charged (as in the papers).", ""]
+    for task in dict.fromkeys(r["task"] for r in rows):
+        t = build(task, dataset)
+        ref = (refs or {}).get(task) or references(task, dataset, quick)
+        lines += [f"## {task}: {t.spec.title}", "", f"**Relation:** {t.spec.relation}.", "",
+                  *(f"- {n}" for n in t.notes), *([""] if t.notes else []),
+                  f"Ranked by {t.spec.utility} (lower is "
+                  f"better), mean ± std over seeds, after K = {ref['iterations']} iterations "
+                  f"from the public start x0. Plot: `utility-{task}.png`.", "",
+                  f"For scale: the start x0 has utility {ref['start']:.3e}; noise-free "
+                  f"{ref['method']} at the same K reaches "
+                  f"{ref['noise_free']:.3e} (test accuracy {ref['accuracy']:.4f}). A private row "
+                  "above the start has not learned anything at that epsilon.", ""]
+        lines += [f"Not applicable to this task: **{r['algorithm']}**, "
+                  f"{r['status'].removeprefix('not applicable: ')}." for r in rows
+                  if r["task"] == task and r["status"].startswith("not applicable")
+                  and r["target_epsilon"] == min(epsilons_of(rows, task))]
+        lines += [f"Refused by its accountant: **{r['algorithm']}** ({r['accountant']}) at "
+                  f"epsilon = {r['target_epsilon']:g}: {r['status'].removeprefix('refused: ')}"
+                  for r in rows if r["task"] == task and r["status"].startswith("refused")]
+        lines += [""] if lines[-1] != "" else []
+        for eps in epsilons_of(rows, task):
+            ranked = ranking(rows, task, eps)
+            win = ranked[0]
+            lines += [f"### epsilon = {eps:g}: winner {win['algorithm']} ({win['accountant']})",
+                      "", "| rank | algorithm | accountant | certified eps | utility | accuracy "
+                      "| bits/agent | s/run | choice | status |", "|---|" * 10 + ""]
+            lines[-1] = "|---|---|---|---|---|---|---|---|---|---|"
+            for i, r in enumerate(ranked, 1):
+                lines.append(f"| {i} | {r['algorithm']} | {r['accountant']} | "
+                             f"{r['certified_epsilon']:.4g} | {r['utility']:.3e} ± "
+                             f"{r['utility_std']:.1e} | {r['accuracy']:.4f} | "
+                             f"{r['bits_per_agent']:.3g} | {r['seconds']:.2f} | {r['choice']} | "
+                             f"{r['status']} |")
+            lines.append("")
+    lines += ["## Mapping of each algorithm's theorem onto the relation", ""]
+    lines += [f"- **{e.name}** ({e.default}; tightest: {e.tight or e.default}): {e.mapping}"
+              for e in ENTRIES.values()]
+    lines += ["", "## Private algorithms left out, and why", ""]
+    lines += [f"- **{n}**: {why}" for n, why in entries.left_out().items()]
+    return "\n".join(lines) + "\n"
+
+
+def _plot(rows: list[dict], task: str, path: Path, ref: dict | None = None) -> Path:
+
+    fig, ax = report.figure(figsize=(9, 4.8))
+    ran = [r for r in rows if math.isfinite(float(r["utility"]))]
+    names = list(dict.fromkeys(r["algorithm"] for r in ran))
+    colours = report.colormap("tab20")
+    for (alg, acc) in dict.fromkeys((r["algorithm"], r["accountant"]) for r in ran):
+        sel = sorted((r for r in ran if r["algorithm"] == alg and r["accountant"] == acc),
+                     key=lambda r: r["target_epsilon"])
+        eps = np.array([r["target_epsilon"] for r in sel])
+        u = np.array([r["utility"] for r in sel], dtype=float)
+        s = np.nan_to_num(np.array([r["utility_std"] for r in sel], dtype=float))
+        colour = colours(names.index(alg) % 20)
+        ax.loglog(eps, u, "o-" if acc == entry(alg).default else "s--", color=colour,
+                  label=f"{alg} ({acc})")
+        ax.fill_between(eps, np.maximum(u - s, u * 1e-3), u + s, color=colour, alpha=0.15)
+    if ref:   # the scale every row is read on: not moving, and the same K without privacy
+        ax.axhline(ref["start"], color="black", lw=1, ls=":", label="start x0")
+        if math.isfinite(ref["noise_free"]):
+            ax.axhline(ref["noise_free"], color="grey", lw=1, ls="-.", label="noise-free")
+    ax.set(xlabel="target epsilon (delta = 1e-5 for (eps, delta) rows)",
+           ylabel=task_spec(task).utility, title=f"{task}: utility against epsilon "
+           "(solid: default accountant, dashed: tightest)")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    return path

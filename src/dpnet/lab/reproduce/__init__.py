@@ -1,0 +1,75 @@
+"""Every figure and table of the papers as a registered experiment (``dpnet reproduce NAME``).
+
+An experiment is a declarative :class:`~.engine.Spec` registered with :func:`register` (problem,
+graph, algorithms, horizon full and quick, seeds, metric, plots, choices, claims as predicates
+over the results table), executed by the engine with one cache. One module of specs per paper;
+every module here is imported on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...registry import Registry
+from . import engine, report
+from .engine import Check, Diagnosis, Run, Spec, Table, Verdict, all_of, changed, evaluate, execute
+from .report import Claim, Report
+
+__all__ = ["engine", "report", "Experiment", "Report", "Claim", "Spec", "Run", "Check", "Diagnosis", "Table",
+           "Verdict", "all_of", "changed", "execute", "register", "get", "available", "reproduce"]
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    title: str
+    paper: str
+    spec: Spec
+
+    def run(self, quick: bool = False, outdir: str | Path | None = None, jobs: int = 1,
+            log: Callable[[str], None] | None = None) -> Report:
+        out = Report(self.name, self.title, self.paper, quick=quick)
+        evaluate(self.spec, out, quick, jobs=jobs, log=log)
+        if outdir is not None:
+            out.write(outdir)
+        return out
+
+
+#: every experiment by name (``dpnet list experiments``)
+EXPERIMENTS: Registry[Experiment] = Registry("experiment", "dpnet.lab.reproduce")
+_loaded = False
+
+
+def register(spec: Spec) -> Spec:
+    """Register a spec as experiment ``spec.name``."""
+    EXPERIMENTS.register(spec.name, Experiment(spec.name, spec.title, spec.paper, spec),
+                         registrant=sys._getframe(1).f_globals.get("__name__", "?"))
+    return spec
+
+
+def _load() -> None:
+    global _loaded
+    if not _loaded:
+        for mod in pkgutil.iter_modules(__path__):
+            if mod.name not in ("report", "engine") and not mod.name.startswith("_"):
+                importlib.import_module(f"{__name__}.{mod.name}")
+        _loaded = True
+
+
+def available() -> dict[str, Experiment]:
+    _load()
+    return dict(sorted(EXPERIMENTS.items()))
+
+
+def get(name: str) -> Experiment:
+    _load()
+    return EXPERIMENTS[name]
+
+
+def reproduce(name: str, quick: bool = False, outdir: str | Path = "reproductions") -> Report:
+    return get(name).run(quick=quick, outdir=outdir)

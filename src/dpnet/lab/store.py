@@ -1,0 +1,359 @@
+"""The run store of the application layer: one cache of run results, locks, parallel execution.
+
+A run (:class:`Run`) is a module-level function and JSON-able keyword arguments; its result is a
+JSON-able dict stored under ``$DPNET_RUNS/<key>.json`` (default ``~/.cache/dpnet/runs``), where the
+key hashes the function's name, the source it executes (:func:`.keys.code_digest`: the library
+below the application layer and the function's own closure), its arguments and the data root. So
+an interrupted batch resumes run by run, and a changed run is never read back stale. A run being
+computed holds a lock file (host, pid) that :func:`prune` respects; a long run can keep snapshots
+in :func:`run_folder` to resume mid-run. :func:`execute` computes a batch in-process or in worker
+processes and returns a :class:`Table`. ``dpnet reproduce``, ``compare``, ``sweep`` and ``audit``
+all run through it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import shutil
+import socket
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..errors import ParameterError
+from ..threads import torch_threads
+from . import keys, source
+from .keys import Runtime
+
+# -- runs and the one cache ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Run:
+    """``fn(**params)`` -> a JSON-able dict of scalars and curves (lists). ``tags`` are the columns
+    that place the result in the table (method, r, seed, ...); they are not part of the key."""
+
+    fn: Callable[..., dict]
+    params: Mapping[str, Any]
+    tags: Mapping[str, Any] = field(default_factory=dict)
+
+    def replace(self, **params: Any) -> Run:
+        """The same run with some arguments changed (a counterfactual's one change)."""
+        unknown = sorted(set(params) - set(self.params))
+        if unknown:
+            raise ParameterError("counterfactual change", unknown[0],
+                                 f"an argument of {self.fn.__name__}: {sorted(self.params)}")
+        return Run(self.fn, {**self.params, **params}, self.tags)
+
+    @property
+    def key(self) -> str:
+        body = {"fn": f"{self.fn.__module__}.{self.fn.__qualname__}",
+                "code": keys.code_digest(self.fn), "params": _canonical(self.params),
+                "data": source.data_root()}
+        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def _canonical(value: Any) -> Any:
+    """JSON-able form of run arguments; anything else is refused rather than hashed by repr
+    (a repr can hide a difference, an address makes every key new)."""
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_canonical(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    raise ParameterError("run argument", repr(value), "JSON-able (numbers, strings, lists, "
+                         "dicts): a run is keyed by its arguments")
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("DPNET_RUNS") or Path.home() / ".cache" / "dpnet" / "runs")
+
+
+def cache_usage() -> dict[str, Any]:
+    """Where the run cache is, how many results, unfinished runs and runs computing now it holds,
+    and their bytes."""
+    root = cache_root()
+    files = [p for p in root.rglob("*") if p.is_file()] if root.is_dir() else []
+    running = _running(root)
+    return {"root": str(root), "results": sum(p.parent == root and p.suffix == ".json"
+                                              for p in files),
+            "unfinished": sum(_key_of(p) not in running for p in root.glob("*.partial")),
+            "running": len(running), "bytes": sum(p.stat().st_size for p in files)}
+
+
+def _key_of(path: Path) -> str:
+    """The run key a cache entry belongs to (``<key>.json``, ``.lock``, ``.partial``, ``.tmp``)."""
+    return path.name.split(".")[0]
+
+
+def _running(root: Path) -> set[str]:
+    """Keys of the runs being computed now: a lock whose process is alive (or on another host,
+    where it cannot be checked)."""
+    live = set()
+    for lock in root.glob("*.lock") if root.is_dir() else []:
+        try:
+            host, pid = lock.read_text().split()
+            if host == socket.gethostname():
+                os.kill(int(pid), 0)
+        except ProcessLookupError:
+            continue                 # its process died: an unfinished run, prunable
+        except (OSError, ValueError):
+            pass                     # unreadable, or not ours to signal: assume alive
+        live.add(_key_of(lock))
+    return live
+
+
+def prune(days: float | None = None) -> int:
+    """Remove cached results and unfinished runs (snapshots) unused for ``days`` days (None: all);
+    the number removed. Results are marked used when read, so a key that no longer occurs (the
+    code it hashes has changed) ages out. A run being computed now (its lock's process alive) is
+    left alone, so clearing beside a long reproduction never loses its result."""
+    if days is not None and not days >= 0:
+        raise ParameterError("days", days, "a non-negative number of days (or none: everything)")
+    root, removed = cache_root(), 0
+    cutoff = -math.inf if days is None else time.time() - 86400.0 * days
+    running = _running(root)        # their snapshots, result being written and lock stay
+    for entry in sorted(root.glob("*")) if root.is_dir() else []:
+        if _key_of(entry) in running:
+            continue
+        tree = [entry, *entry.rglob("*")] if entry.is_dir() else [entry]
+        if days is not None and max(p.stat().st_mtime for p in tree) >= cutoff:
+            continue
+        shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        removed += 1
+    return removed
+
+
+#: the folder of the run being computed, and whether a plan is being made (no run's input)
+_STATE = Runtime(folder=None, planning=False)
+
+
+def run_folder() -> Path:
+    """A folder owned by the run being executed, for snapshots of a long run (kept until the
+    run's result is stored, then removed)."""
+    folder = _STATE["folder"]
+    if folder is None:
+        raise RuntimeError("run_folder() is only available inside a run executed by the engine")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _compute(fn: Callable, params: dict, key: str, root: str, threads: int) -> dict:
+    if threads:
+        torch.set_num_threads(threads)
+    path = Path(root) / f"{key}.json"
+    if path.exists():
+        with contextlib.suppress(OSError):      # last use, for prune(); a read-only cache is fine
+            os.utime(path)
+        return json.loads(path.read_text())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = Path(root) / f"{key}.lock"          # prune() leaves a run alone while it computes
+    lock.write_text(f"{socket.gethostname()} {os.getpid()}")
+    _STATE["folder"] = Path(root) / f"{key}.partial"
+    try:
+        result = fn(**params)
+        _check_result(fn, params, result)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, prefix=f"{key}.",
+                                         suffix=".tmp") as fh:
+            json.dump(_jsonable(result), fh)
+        os.replace(fh.name, path)
+        shutil.rmtree(Path(root) / f"{key}.partial", ignore_errors=True)
+    finally:
+        _STATE["folder"] = None
+        lock.unlink(missing_ok=True)
+    return json.loads(path.read_text())
+
+
+def _check_result(fn, params, result) -> None:
+    if not isinstance(result, Mapping):
+        raise ParameterError(f"result of {fn.__name__}", type(result).__name__, "a dict")
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, np.ndarray):
+        return _jsonable(value.tolist())
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)                   # JSON has no nan/inf; read back by Table.values
+    return value
+
+
+def execute(runs: Sequence[Run], jobs: int = 1, log: Callable[[str], None] | None = None
+            ) -> Table:
+    """Run (or read back from the cache) every run; one table row per run: its tags, then its
+    result's fields. Identical runs are computed once."""
+    if jobs < 1:
+        raise ParameterError("jobs", jobs, "a positive number of worker processes")
+    if _STATE["planning"]:
+        total, done = cached(runs)
+        if done < total:        # a spec that needs results to name its runs (a chosen parameter)
+            raise Unplanned(total, done)
+    root = str(cache_root())
+    run_keys = [r.key for r in runs]
+    todo = {k: r for k, r in zip(run_keys, runs)}
+    results: dict[str, dict] = {}
+    if jobs == 1 or len(todo) == 1:
+        with torch_threads(1):
+            for i, (k, r) in enumerate(todo.items()):
+                results[k] = _compute(r.fn, dict(r.params), k, root, 0)
+                if log:
+                    log(f"[{i + 1}/{len(todo)}] {_label(r)}")
+    else:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            futures = {k: pool.submit(_compute, r.fn, dict(r.params), k, root, 1)
+                       for k, r in todo.items()}
+            for i, (k, fut) in enumerate(futures.items()):
+                results[k] = fut.result()
+                if log:
+                    log(f"[{i + 1}/{len(todo)}] {_label(todo[k])}")
+    return Table([{**r.tags, **results[k]} for k, r in zip(run_keys, runs)])
+
+
+def cached(runs: Sequence[Run]) -> tuple[int, int]:
+    """``(distinct runs, of which cached)``: what :func:`execute` would compute, without running."""
+    distinct = {r.key for r in runs}
+    return len(distinct), sum((cache_root() / f"{k}.json").exists() for k in distinct)
+
+
+class Unplanned(Exception):
+    """Raised while planning when a spec needs uncached results to name its runs."""
+
+    def __init__(self, total: int, done: int):
+        super().__init__(f"{total} preliminary runs ({done} cached) decide its runs")
+        self.total, self.done = total, done
+
+
+def plan(runs_of: Callable[[], Sequence[Run]], diagnoses: Sequence[Any] = ()) -> str:
+    """What running ``runs_of()`` would compute, computing nothing: the runs and how many are
+    cached, or, for a spec that chooses its runs from results (a sweep), those results first;
+    and at most how many counterfactual runs ``diagnoses`` add (each runs only if its claim does
+    not reproduce)."""
+    _STATE["planning"] = True
+    try:
+        runs = runs_of()
+        total, done = cached(runs)
+        base, extra, later = {r.key for r in runs}, [], 0
+        for d in diagnoses:
+            try:
+                extra += [c for c in map(d.counterfactual, runs) if c.key not in base]
+            except Unplanned:
+                later += 1
+    except Unplanned as err:
+        return f"its runs depend on results: first {err.total - err.done} preliminary run(s) " \
+               f"({err.done} of {err.total} cached) that choose a parameter, then plan again"
+    finally:
+        _STATE["planning"] = False
+    n, m = cached(extra)
+    return f"{total} runs, {done} cached, {total - done} to compute; up to {n} counterfactual " \
+           f"run(s) ({m} cached) for claims that do not reproduce" + (
+               f", and {later} counterfactual(s) that choose their runs from results" if later
+               else "")
+
+
+def _label(run: Run) -> str:
+    tags = run.tags or run.params
+    return ", ".join(f"{k}={v}" for k, v in tags.items() if not isinstance(v, list | dict))
+
+
+# -- the results table -------------------------------------------------------------------------
+
+
+class Table:
+    """Rows of one experiment (one per run): tags and result fields, curves as lists."""
+
+    def __init__(self, rows: Iterable[Mapping[str, Any]]):
+        self.rows = [dict(r) for r in rows]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self) -> Iterator[dict]:
+        return iter(self.rows)
+
+    def where(self, **equal: Any) -> Table:
+        for k in equal:
+            if self.rows and all(k not in r for r in self.rows):
+                raise ParameterError("column", k, f"one of {self.columns}")
+        return Table(r for r in self.rows if all(r.get(k) == v for k, v in equal.items()))
+
+    @property
+    def columns(self) -> list[str]:
+        cols: list[str] = []
+        for r in self.rows:
+            cols += [k for k in r if k not in cols]
+        return cols
+
+    def one(self, **equal: Any) -> dict:
+        rows = self.where(**equal).rows
+        if len(rows) != 1:
+            raise ParameterError("rows matching", equal, f"exactly one row (found {len(rows)})")
+        return rows[0]
+
+    def unique(self, column: str) -> list:
+        seen: list = []
+        for r in self.rows:
+            if column in r and r[column] not in seen:
+                seen.append(r[column])
+        return seen
+
+    def values(self, column: str) -> np.ndarray:
+        """One number per row (non-finite numbers come back from JSON as strings)."""
+        return np.array([float(r[column]) for r in self.rows])
+
+    def curves(self, column: str) -> np.ndarray:
+        """(rows, points) array of a curve column."""
+        return np.array([[float(v) for v in r[column]] for r in self.rows])
+
+    def gmean(self, column: str) -> np.ndarray:
+        """Geometric mean over rows of a positive curve (or scalar) column."""
+        data = self.curves(column) if isinstance(self.rows[0][column], list) else \
+            self.values(column)
+        return np.exp(np.mean(np.log(np.maximum(data, 1e-300)), axis=0))
+
+    def long(self) -> list[dict]:
+        """Long format for CSV: a row with curves becomes one row per curve point."""
+        out = []
+        for r in self.rows:
+            lists = {k: v for k, v in r.items() if isinstance(v, list)}
+            scalars = {k: v for k, v in r.items() if not isinstance(v, list | dict)}
+            lengths = {len(v) for v in lists.values()}
+            if len(lengths) == 1:
+                n = lengths.pop()
+                out += [{**scalars, **{k: v[i] for k, v in lists.items()}} for i in range(n)]
+            else:
+                out.append(scalars)
+        return out
+
+
+
+@contextlib.contextmanager
+def cache_at(path: str | Path) -> Iterator[None]:
+    """Use ``path`` as the run cache inside the block (tests, one-off experiments)."""
+    before = os.environ.get("DPNET_RUNS")
+    os.environ["DPNET_RUNS"] = str(path)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("DPNET_RUNS", None)
+        else:
+            os.environ["DPNET_RUNS"] = before

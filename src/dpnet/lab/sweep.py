@@ -1,0 +1,282 @@
+"""Parameter sweeps over a run configuration.
+
+    dpnet sweep CONFIG --set algorithm.eta=0.05,0.1,0.2 --seeds 0-4 --jobs 4 --out DIR
+
+A sweep is the Cartesian product of the ``--set`` value lists and the seeds. Each point is one
+:func:`dpnet.lab.config.run` written to ``DIR/runs/<hash>/``, where the hash is taken over the
+point's fully resolved configuration: a point whose folder already holds a complete
+``summary.json`` is read back instead of rerun, and changing anything in the configuration changes
+the key. The points are aggregated in ``DIR/sweep.csv`` (one row each) and ``DIR/sweep.png``.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import hashlib
+import itertools
+import json
+import math
+import os
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+from ..errors import ParameterError
+from . import config, report
+
+#: final metrics copied from each point's summary.json into sweep.csv
+METRICS = ("objective", "grad_norm_sq", "consensus", "distance")
+#: columns of sweep.csv after the swept keys
+COLUMNS = ("seed", "status", *METRICS, "bits", "epsilon", "wall_time_s", "run", "error")
+
+
+# -- sweep grid ------------------------------------------------------------------------------
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split on commas outside brackets and quotes, so ``[1,2],[3,4]`` is two list values."""
+    items, depth, quote, cur = [], 0, "", []
+    for ch in text:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "[{(":
+            depth += 1
+        elif ch in "]})":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            items.append("".join(cur).strip())
+            cur = []
+            continue
+        cur.append(ch)
+    items.append("".join(cur).strip())
+    return items
+
+
+def parse_set(text: str) -> tuple[str, list[Any]]:
+    """``"algorithm.eta=0.05,0.1"`` -> ("algorithm.eta", [0.05, 0.1])."""
+    parts, values = config.parse_assignment(text)
+    items = _split_top_level(values)
+    if not values or any(not v for v in items):
+        raise ParameterError(f"--set {'.'.join(parts)}", values, "a comma-separated list of "
+                             "non-empty values, e.g. --set algorithm.eta=0.05,0.1")
+    return ".".join(parts), [config.parse_value(v) for v in items]
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"0-4"`` -> [0..4] (inclusive), ``"0,2,7"`` -> [0, 2, 7], or a mix ``"0-2,9"``."""
+    seeds: list[int] = []
+    try:
+        for item in text.split(","):
+            lo, sep, hi = item.strip().partition("-")
+            rng = range(int(lo), int(hi) + 1) if sep else [int(lo)]
+            if sep and int(hi) < int(lo):
+                raise ValueError(item)
+            seeds.extend(rng)
+    except ValueError:
+        raise ParameterError("--seeds", text, "non-negative integers as a range 0-4 (inclusive) "
+                             "or a list 0,2,7") from None
+    if len(set(seeds)) != len(seeds):
+        raise ParameterError("--seeds", text, "each seed at most once")
+    return seeds
+
+
+def grid(sets: list[str], seeds: list[int]) -> tuple[list[str], list[dict[str, Any]]]:
+    """(swept keys, points): each point maps every swept key and ``seed`` to one value."""
+    parsed = [parse_set(s) for s in sets]
+    keys = [k for k, _ in parsed]
+    dup = sorted({k for k in keys if keys.count(k) > 1})
+    if dup:
+        raise ParameterError("--set", dup[0], "each key swept once (list all its values in one "
+                             "--set)")
+    if "seed" in keys:
+        raise ParameterError("--set", "seed", "seeds given by --seeds, not --set")
+    points = [dict(zip(keys, combo), seed=seed)
+              for combo in itertools.product(*(v for _, v in parsed)) for seed in seeds]
+    return keys, points
+
+
+def point_config(base: dict[str, Any], point: dict[str, Any]) -> dict[str, Any]:
+    """The resolved configuration of one point (overrides applied to a copy of ``base``)."""
+    cfg = copy.deepcopy(base)
+    for key, value in point.items():
+        config.set_path(cfg, key.split("."), value)
+    return cfg
+
+
+def config_hash(cfg: dict[str, Any]) -> str:
+    """Cache key of a resolved configuration: everything but ``[output]`` (where files go does
+    not change a result), canonical JSON, so key order and TOML layout do not matter."""
+    body = {k: v for k, v in cfg.items() if k != "output"}
+    text = json.dumps(body, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# -- one point -------------------------------------------------------------------------------
+
+
+def _float(v: Any) -> float:
+    """summary.json writes non-finite numbers as "nan"/"inf" strings."""
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def read_summary(run_dir: Path) -> dict[str, Any] | None:
+    """The point's summary.json if it is complete (parses and has final metrics), else None:
+    an interrupted run leaves no or a partial file and is then rerun."""
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return summary if isinstance(summary.get("final"), dict) else None
+
+
+def main_metric(final: dict[str, Any]) -> str:
+    """grad_norm_sq, or objective where the gradient norm is not recorded (NaN)."""
+    return "objective" if math.isnan(_float(final.get("grad_norm_sq"))) else "grad_norm_sq"
+
+
+def record(summary: dict[str, Any], status: str) -> dict[str, Any]:
+    """Row fields from a summary; a non-finite main metric makes the point failed."""
+    final = summary["final"]
+    row = {m: _float(final.get(m)) for m in METRICS}
+    bits = summary.get("bits", {})
+    row["bits"] = bits.get("total") if isinstance(bits, dict) else bits
+    row["epsilon"] = _float(summary.get("privacy", {}).get("epsilon"))
+    row["wall_time_s"] = _float(summary.get("wall_time_s"))
+    metric = main_metric(final)
+    if not math.isfinite(row[metric]):
+        status = "failed"
+        row["error"] = f"non-finite final {metric}={row[metric]}"
+    row["status"] = status
+    return row
+
+
+def run_point(cfg: dict[str, Any], run_dir: str, threads: int = 0) -> dict[str, Any]:
+    """Run one point (in a worker process or in-process) and return its row fields; any error
+    becomes the row's error text so one bad point never stops the sweep."""
+    run_dir_p = Path(run_dir)
+    cached = read_summary(run_dir_p)
+    if cached is not None:
+        return record(cached, "cached")
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    run_dir_p.mkdir(parents=True, exist_ok=True)
+    (run_dir_p / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True,
+                                                      default=str))
+    try:
+        res = config.run(cfg, run_dir_p, quiet=True)
+    except Exception as err:   # noqa: BLE001 - recorded in sweep.csv, the sweep goes on
+        (run_dir_p / "error.txt").write_text(traceback.format_exc())
+        return {"status": "failed", "error": f"{type(err).__name__}: {err}"}
+    (run_dir_p / "error.txt").unlink(missing_ok=True)
+    return record(res.summary(), "ran")
+
+
+# -- the sweep -------------------------------------------------------------------------------
+
+
+def sweep(base: dict[str, Any], sets: list[str], seeds: list[int], out: Path, jobs: int = 1,
+          device: str | None = None, log: Callable[[str], None] | None = None
+          ) -> list[dict[str, Any]]:
+    """Run (or read back) every point; write ``out/sweep.csv`` and ``out/sweep.png``; return the
+    rows. Every key is checked before the first run starts."""
+    if jobs < 1:
+        raise ParameterError("--jobs", jobs, "a positive number of worker processes")
+    keys, points = grid(sets, seeds)
+    if device is not None:
+        base = config.apply_overrides(base, [f"device={device!r}"])
+    configs = [point_config(base, p) for p in points]
+    for cfg in configs:
+        config.validate(cfg)
+    out = Path(out)
+    dirs = [out / "runs" / config_hash(cfg) for cfg in configs]
+    rows: list[dict[str, Any]] = [dict() for _ in points]
+
+    def done(i: int, fields: dict[str, Any]) -> None:
+        rows[i] = {**points[i], "run": dirs[i].name, **fields}
+        if log:
+            label = ", ".join(f"{k}={v}" for k, v in points[i].items())
+            extra = fields.get("error") or ""
+            log(f"[{sum(bool(r) for r in rows)}/{len(points)}] {label}: {fields['status']}"
+                + (f" ({extra})" if extra else ""))
+
+    if jobs == 1:
+        for i, cfg in enumerate(configs):
+            done(i, run_point(cfg, str(dirs[i])))
+    else:
+        import multiprocessing
+
+        threads = max(1, (os.cpu_count() or 1) // jobs)
+        ctx = multiprocessing.get_context("spawn")   # no forked torch/CUDA state in workers
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+            futures = {pool.submit(run_point, cfg, str(dirs[i]), threads): i
+                       for i, cfg in enumerate(configs)}
+            for fut in as_completed(futures):
+                i = futures[fut]
+                try:
+                    done(i, fut.result())
+                except Exception as err:   # noqa: BLE001 - a crashed worker fails one point
+                    done(i, {"status": "failed", "error": f"{type(err).__name__}: {err}"})
+    write_csv(rows, keys, out / "sweep.csv")
+    plot(rows, keys, out / "sweep.png")
+    return rows
+
+
+def write_csv(rows: list[dict[str, Any]], keys: list[str], path: Path) -> Path:
+    """One row per point: the swept keys, then :data:`COLUMNS`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=[*keys, *COLUMNS], extrasaction="ignore")
+        w.writeheader()
+        for row in rows:
+            w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in [*keys, *COLUMNS]})
+    return path
+
+
+def plot(rows: list[dict[str, Any]], keys: list[str], path: Path) -> Path | None:
+    """Final main metric against the first swept key, one line per combination of the other
+    keys: mean over seeds with a min-max band. Failed points are left out (they are in the
+    CSV); without a swept key the seeds are plotted as one point."""
+    import numpy as np
+
+    ok = [r for r in rows if r.get("status") != "failed"]
+    metric = ("grad_norm_sq" if any(math.isfinite(r.get("grad_norm_sq", math.nan)) for r in ok)
+              else "objective")
+    x_key = keys[0] if keys else "seed"
+    others = keys[1:]
+    fig, ax = report.figure(figsize=(6, 4))
+    groups: dict[tuple, dict[Any, list[float]]] = {}
+    for r in ok:
+        xs = groups.setdefault(tuple(r[k] for k in others), {})
+        xs.setdefault(r[x_key] if keys else 0, []).append(r[metric])
+    numeric = all(isinstance(r[x_key], int | float) and not isinstance(r[x_key], bool)
+                  for r in ok) if keys else True
+    labels = sorted({x for xs in groups.values() for x in xs}, key=repr) if not numeric else None
+    for combo, xs in sorted(groups.items(), key=lambda kv: repr(kv[0])):
+        order = sorted(xs) if numeric else sorted(xs, key=repr)
+        pos = np.asarray(order if numeric else [labels.index(x) for x in order], dtype=float)
+        vals = [np.asarray(xs[x], dtype=float) for x in order]
+        mean = np.array([v.mean() for v in vals])
+        label = ", ".join(f"{k}={v}" for k, v in zip(others, combo)) or None
+        (line,) = ax.plot(pos, mean, marker="o", label=label)
+        ax.fill_between(pos, [v.min() for v in vals], [v.max() for v in vals],
+                        color=line.get_color(), alpha=0.2)
+    if labels is not None:
+        ax.set_xticks(range(len(labels)), [str(x) for x in labels])
+    if ok and all(r[metric] > 0 for r in ok):
+        ax.set_yscale("log")
+    ax.set(xlabel=x_key, ylabel=f"final {metric}",
+           title=f"mean over seeds, min-max band ({len(ok)}/{len(rows)} points ok)")
+    if others:
+        ax.legend(fontsize=8)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    return path

@@ -1,0 +1,94 @@
+"""The one registry type: name -> object, written only through :meth:`Registry.register`.
+
+Every registry of dpnet (algorithms, graphs, problems, compressors, accountants, experiments,
+benchmark tasks and entries, audit targets) is a :class:`Registry`. It reads as a mapping; an
+unknown name is an :class:`~dpnet.errors.UnknownNameError` that lists the known ones; a name is
+registered once (a second registration under a name is an error, never a silent replacement, so
+what a name means does not depend on import order); and each entry remembers the module that
+registered it (the layout test checks that the built-in entries come from the registry's owner
+package, and a user's module registers new names beside them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Generic, TypeVar
+
+from .errors import ParameterError, UnknownNameError
+
+T = TypeVar("T")
+
+
+class Registry(Mapping[str, T], Generic[T]):
+    """Name -> object for one ``kind`` of thing (the word used in errors), owned by the package
+    ``owner`` (``"dpnet.algorithms"``)."""
+
+    def __init__(self, kind: str, owner: str) -> None:
+        self.kind, self.owner = kind, owner
+        self._entries: dict[str, T] = {}
+        self._registrants: dict[str, str] = {}
+
+    def register(self, name: str, value: T, *, registrant: str | None = None) -> T:
+        """Add ``value`` under ``name`` and return it; ``registrant``: the module registering
+        (default: the caller's)."""
+        if not isinstance(name, str) or not name:
+            raise ParameterError(f"{self.kind} name", name, "a non-empty string")
+        registrant = registrant or sys._getframe(1).f_globals.get("__name__", "?")
+        # the module that registered a name may register it again (a reloaded module, a
+        # notebook cell run twice); no other module may replace it
+        if name in self._entries and self._registrants[name] != registrant:
+            raise ParameterError(f"{self.kind} name", name, f"a name not yet registered (it was "
+                                 f"registered by {self._registrants[name]})")
+        self._entries[name] = value
+        self._registrants[name] = registrant
+        return value
+
+    def decorator(self, name_of: Callable[[Any], str]) -> Callable[[T], T]:
+        """A decorator registering its argument under ``name_of(argument)``."""
+        def register(value: T) -> T:
+            return self.register(name_of(value), value,
+                                 registrant=sys._getframe(1).f_globals.get("__name__", "?"))
+        return register
+
+    @contextlib.contextmanager
+    def scoped(self, name: str, value: T) -> Iterator[T]:
+        """Register ``value`` under ``name`` for the block only (tests, a notebook's trial)."""
+        self.register(name, value, registrant=sys._getframe(2).f_globals.get("__name__", "?"))
+        try:
+            yield value
+        finally:
+            del self._entries[name], self._registrants[name]
+
+    @contextlib.contextmanager
+    def restoring(self) -> Iterator[None]:
+        """Whatever the block registers (a user's module imported by a test) is gone after it."""
+        entries, registrants = dict(self._entries), dict(self._registrants)
+        try:
+            yield
+        finally:
+            self._entries, self._registrants = entries, registrants
+
+    def registrant(self, name: str) -> str:
+        """The module that registered ``name``."""
+        self[name]
+        return self._registrants[name]
+
+    def __getitem__(self, name: str) -> T:
+        try:
+            return self._entries[name]
+        except (KeyError, TypeError):
+            raise UnknownNameError(self.kind, str(name), self._entries) from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __repr__(self) -> str:
+        return f"Registry({self.kind!r}, {len(self)} entries: {', '.join(self._entries)})"
