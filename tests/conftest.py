@@ -55,7 +55,7 @@ def small_data():
     """The tiny dataset fixtures under tests/data in place of the real ones."""
     from pathlib import Path
 
-    from dpnet.experiments import common
+    from dpnet.lab import source as common
 
     with common.use_data(Path(__file__).resolve().parent / "data"):
         yield

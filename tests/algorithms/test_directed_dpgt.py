@@ -10,7 +10,7 @@ import torch
 import dpnet
 from dpnet import graphs, noise, problems
 from dpnet.algorithms import DirectedDPGT
-from dpnet.algorithms._cwz import (
+from dpnet.algorithms.cwz_schemes import (
     lemma2_matrix,
     lemma3_K1,
     scheme_s1,
@@ -161,7 +161,7 @@ def test_scheme_s1_paper_numbers():
     assert nx_.scale_at(0, 5)[0] == 1.0
     assert nx_.scale_at(9, 5)[0] == pytest.approx(10 ** 0.1)
     assert s.sigma(1999) == pytest.approx((2000 ** 0.1, 2000 ** 0.1))
-    alg = s.algorithm()
+    alg = DirectedDPGT.from_scheme(s)
     assert (alg.alpha, alg.beta, alg.gamma, alg.batch) == (s.alpha, s.beta, s.gamma, 57)
 
 
