@@ -55,7 +55,7 @@ class BinomialQuantizer(Compressor):
         low = np.floor(t)
         u = rng.uniform(purpose + "/round", k, agents, d)
         U = low + (u < t - low)
-        from scipy import stats   # ~0.8 s to import: only where binomial noise is drawn
+        from scipy import stats  # ~0.8 s to import: only where binomial noise is drawn
 
         z = stats.binom.ppf(rng.uniform(purpose + "/binomial", k, agents, d), self.trials, self.p)
         out = -self.clip + self.step * (U + z - self.trials * self.p)

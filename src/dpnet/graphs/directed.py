@@ -29,10 +29,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+# csgraph and scipy.sparse.linalg are imported in the functions that use them, so that `import dpnet`
+# stays within 0.5 s of `import torch` (benchmarks/bench_startup.py)
 import numpy as np
 import scipy.sparse as sp
-# csgraph and scipy.sparse.linalg are imported in the functions that use them, so that
-# `import dpnet` stays within 0.5 s of `import torch` (benchmarks/bench_startup.py)
 
 from ..errors import ParameterError, positive_int, require
 from . import spectral

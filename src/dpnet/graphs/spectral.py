@@ -20,10 +20,10 @@ limit.
 
 from __future__ import annotations
 
+# scipy.linalg and scipy.sparse.linalg are imported in the functions that use them, so that `import dpnet`
+# stays within 0.5 s of `import torch` (benchmarks/bench_startup.py)
 import numpy as np
 import scipy.sparse as sp
-# scipy.linalg and scipy.sparse.linalg (~0.1-0.25 s each) are imported in the functions that use them, so that
-# `import dpnet` stays within 0.5 s of `import torch` (benchmarks/bench_startup.py)
 
 from ..errors import require
 
