@@ -17,7 +17,11 @@ Conditions: ``idle`` (whatever else the machine runs; its load average is printe
 (this script starts ``python -c "while True: pass"`` beside the measurement, as another user's
 process would, and stops it afterwards). Ratios within one table come from one run.
 
-    python benchmarks/bench_startup.py [--quick] [--reps R]
+``--sizes`` measures instead where :data:`dpnet.threads.THREADS_MIN_SIZE` comes from: DiaDSP on
+NonconvexLogistic at n x d from 6 x 10 to 1000 x 1000, ms per iteration with 1 and with 2 threads
+(``torch_threads``), best of 3 alternated runs, idle and busy.
+
+    python benchmarks/bench_startup.py [--quick] [--reps R] [--sizes]
 """
 
 from __future__ import annotations
@@ -79,6 +83,29 @@ print(json.dumps([t_import, t_first, t_next, t_numpy]))
 """
 
 
+SIZES = r"""
+import sys, warnings
+import dpnet
+from dpnet.threads import torch_threads
+warnings.simplefilter("ignore")
+print("| n | d | samples | n d | ms/it 1 thread | ms/it 2 threads | 1 thread / 2 threads |")
+print("|---:|---:|---:|---:|---:|---:|---:|")
+for n, d, m, K in [(6, 10, 200, 300), (100, 10, 200, 100), (100, 100, 200, 50), (300, 100, 100, 30),
+                   (1000, 100, 50, 20), (1000, 1000, 20, 5)]:
+    p = dpnet.problems.NonconvexLogistic.random(n_agents=n, samples=m, dim=d, seed=0)
+    g = dpnet.graphs.ring(n)
+    alg = dpnet.algorithms.DiaDSP(eta=0.05, noise_x=dpnet.noise.Laplace(scale=0.01, decay=0.9),
+                                  noise_y=dpnet.noise.Laplace(scale=0.01, decay=0.9))
+    res = {1: [], 2: []}
+    for th in (1, 2, 1, 2, 1, 2):
+        with torch_threads(th):
+            r = dpnet.run(alg, p, g, iterations=K, seed=0, log_every=K, threads=th)
+        res[th].append(r.wall_time / K * 1e3)
+    a, b = min(res[1]), min(res[2])
+    print(f"| {n} | {d} | {m} | {n * d} | {a:.3f} | {b:.3f} | {a / b:.2f} |", flush=True)
+"""
+
+
 def process_seconds(code: str, reps: int) -> list[float]:
     """Wall time of whole ``python -c code`` processes."""
     out = []
@@ -132,11 +159,26 @@ def table(cond: str, m: dict, load: float) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="3 repetitions instead of 5")
+    p.add_argument("--quick", action="store_true", help="2 repetitions instead of 3")
     p.add_argument("--reps", type=int, default=None)
+    p.add_argument("--sizes", action="store_true", help="the thread-threshold sweep instead")
     args = p.parse_args(argv)
-    reps = args.reps or (3 if args.quick else 5)
+    reps = args.reps or (2 if args.quick else 3)
     start = time.perf_counter()
+    if args.sizes:
+        for cond in ("idle", "busy"):
+            print(f"\n### {cond} (1-minute load average before: {os.getloadavg()[0]:.2f})\n",
+                  flush=True)
+            busy = (subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                    if cond == "busy" else None)
+            try:
+                subprocess.run([sys.executable, "-c", SIZES], env=ENV, check=True)
+            finally:
+                if busy is not None:
+                    busy.kill()
+                    busy.wait()
+        print(f"\n({time.perf_counter() - start:.0f} s)")
+        return 0
     print(f"## Start-up and busy machine ({reps} repetitions; {os.cpu_count()} cores)")
     results = {}
     for cond in ("idle", "busy"):
