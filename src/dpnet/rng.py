@@ -85,6 +85,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import zlib
 from collections.abc import Sequence
 
@@ -172,6 +173,7 @@ def _njit(fn):
 #: module global name -> plain function, compiled by :func:`_kernels_ready` in this order
 _KERNELS: dict[str, object] = {}
 _compiled: bool | None = None    # None: not tried yet; then whether the kernels are dispatchers
+_compile_lock = threading.Lock()  # draws may come from several threads: compile once
 
 
 def _kernel(fn, name: str | None = None):
@@ -185,14 +187,17 @@ def _kernels_ready() -> bool:
     """Compile (or load from the disk cache) every kernel once per process; False where numba is
     off or missing."""
     global _compiled
-    if _compiled is None:
-        if _numba_module() is None:
-            _compiled = False
-        else:
-            g = globals()
-            for name, fn in _KERNELS.items():
-                g[name] = _njit(fn)
-            _compiled = True
+    if _compiled is not None:
+        return _compiled
+    with _compile_lock:
+        if _compiled is None:
+            if _numba_module() is None:
+                _compiled = False
+            else:
+                g = globals()
+                for name, fn in _KERNELS.items():
+                    g[name] = _njit(fn)
+                _compiled = True
     return _compiled
 
 
