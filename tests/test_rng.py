@@ -162,16 +162,19 @@ def random_keys(count: int, seed: int = 2024):
 KEYS = random_keys(24)
 
 
-@pytest.fixture(params=["default", "numpy", "small-tiles"])
+@pytest.fixture(params=["default", "numpy", "numba", "small-tiles"])
 def path(request, monkeypatch):
-    """Each CPU path: as shipped, the NumPy chain, and the kernels on tiny tiles (many partial
-    tiles, rows split across tiles)."""
+    """Each CPU path: as shipped (the NumPy chain for a process's first 2^24 elements, then the
+    kernels), the NumPy chain, the kernels from the first draw, and the kernels on tiny tiles
+    (many partial tiles, rows split across tiles)."""
     if request.param == "numpy":
         monkeypatch.setattr(rng, "_USE_KERNELS", False)
-    elif request.param == "small-tiles":
+    elif request.param in ("numba", "small-tiles"):
         if rng._numba is None:
             pytest.skip("numba not installed or disabled")
-        monkeypatch.setattr(rng, "_CHUNK", 7)
+        monkeypatch.setattr(rng, "_KERNELS_AFTER", 0)
+        if request.param == "small-tiles":
+            monkeypatch.setattr(rng, "_CHUNK", 7)
     return request.param
 
 
@@ -355,6 +358,8 @@ def test_cos_2pi_agrees_with_numpy_cos_up_to_the_rounding_of_its_argument():
 def test_cos_2pi_is_the_same_function_in_the_kernel_numpy_and_torch():
     import numba
 
+    assert rng._kernels_ready()   # rng._cos_2pi_jit is a dispatcher from here on
+
     @numba.njit
     def kernel_cos(u, out):
         for i in range(u.size):
@@ -379,6 +384,7 @@ def test_cos_2pi_keeps_the_shape_and_reads_views():
 def test_kernel_gaussians_are_the_numpy_fallback_bit_for_bit(monkeypatch):
     """The default path against ``DPNET_NO_NUMBA=1``'s whole-array chain on many random keys."""
     keys = random_keys(120, seed=31)
+    monkeypatch.setattr(rng, "_KERNELS_AFTER", 0)
     fast = [Streams(k[0]).gaussian(*k[1:]) for k in keys]
     monkeypatch.setattr(rng, "_USE_KERNELS", False)
     slow = [Streams(k[0]).gaussian(*k[1:]) for k in keys]
@@ -400,14 +406,41 @@ def test_torch_gaussians_have_the_same_cosine_and_differ_by_at_most_2_ulp(key):
 
 # ---- numba specifics ----------------------------------------------------------------------------
 
+# a child process imports the dpnet under test (this checkout's, not whichever is installed)
+_THIS_DPNET = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    [str(Path(rng.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}
+
 @needs_numba
 def test_default_backend_is_numba_and_the_environment_switches_it_off():
     assert rng.backend() == "numba"
-    env = {**os.environ, "DPNET_NO_NUMBA": "1"}
+    env = {**_THIS_DPNET, "DPNET_NO_NUMBA": "1"}
     code = "from dpnet import rng; print(rng.backend(), rng._numba)"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          cwd=Path(__file__).parent, check=True).stdout.split()
     assert out == ["numpy", "None"]
+
+
+def test_small_draws_use_the_numpy_chain_until_enough_elements_then_the_kernels():
+    """A fresh process: numba is not imported by ``import dpnet`` nor by draws totalling under
+    ``_KERNELS_AFTER`` elements (a Gaussian element counts 4); the draw that crosses it loads the
+    kernels (when numba is there), and the bits never change."""
+    code = """if True:
+        import sys
+        import numpy as np
+        import dpnet
+        from dpnet import rng
+        s = rng.Streams(3)
+        small = [s.laplace("a", k, np.arange(6), 10) for k in range(300)]
+        small += [s.gaussian("b", k, np.arange(6), 10) for k in range(300)]
+        print("numba" in sys.modules, rng._compiled, rng._numpy_elements)
+        rng._KERNELS_AFTER = rng._numpy_elements + 1000
+        again = [s.laplace("a", k, np.arange(6), 10) for k in range(300)]
+        print(rng._compiled, all(np.array_equal(a, b) for a, b in zip(small, again)))
+    """
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=_THIS_DPNET, cwd=Path(__file__).parent, check=True).stdout.split()
+    assert out[:3] == ["False", "None", str(300 * 60 + 4 * 300 * 60)]
+    assert out[3:] == [str(rng._numba is not None), "True"]
 
 
 def test_without_a_writable_cache_the_kernels_compile_anyway(monkeypatch):

@@ -44,7 +44,7 @@ def test_overrides_set_nested_values_and_leave_the_input_unchanged(base):
     assert base == before
     assert cfg["algorithm"]["eta"] == 0.2 and cfg["iterations"] == 500 and cfg["seed"] == 3
     assert cfg["graph"] == {"name": "complete", "n": 20}
-    assert cfg["algorithm"]["noise_x"] == {"kind": "laplace", "scale": 0.3, "decay": 0.9}
+    assert cfg["algorithm"]["noise_x"] == {"kind": "laplace", "scale": 0.3, "decay": 0.97}
     assert cfg["privacy"]["variant"] == "sound"
     assert cfg["algorithm"]["noise_y"] is not base["algorithm"]["noise_y"]   # a deep copy
 

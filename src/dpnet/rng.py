@@ -15,7 +15,8 @@ reproductions depend on them), so both CPU paths below return the same bits.
 
 **Three evaluations of the same chain.**
 
-* *numba* (the default when numba imports): on tiles of up to 65536 draws, which stay in L2, a
+* *numba* (the default once a process has drawn 2^24 elements, when numba imports; smaller
+  totals use the NumPy chain, see ``_KERNELS_AFTER``): on tiles of up to 65536 draws, which stay in L2, a
   compiled kernel hashes and converts (and for Gaussian draws evaluates ``cos(2 pi u2)``), NumPy's
   own ufunc applies ``log1p``/``log`` in place, and a second kernel applies the sign, ``sqrt``,
   products and an optional per-agent scale (so :meth:`dpnet.noise.Noise.sample` needs no further
@@ -72,16 +73,19 @@ AVX-512 Xeon shared with other users; thread CPU time, best of several calls), n
 chain -> default path: Laplace 12.1 -> 2.7 (4.6x) at 10^6 draws and 27.7 -> 3.9 (7.2x) at 10^7;
 uniform 7.7 -> 0.7; Gaussian 39 -> 6.8 (5.7x) and 58 -> 7.9 (7.4x) (with ``np.cos``: 18.6 and
 19.0). The NumPy fallback's Gaussian draws take 55 ns at 10^6 (its cosine is ~60 array
-operations), torch's on the CPU 92 ns (33 with ``torch.cos``). The first call compiles the kernels
+operations), torch's on the CPU 92 ns (33 with ``torch.cos``). The first use compiles the kernels
 (1-2 s); they are cached on disk (``__pycache__`` beside this file, else numba's per-user cache)
-and later processes load them in ~0.3 s. Where no cache directory is writable they are compiled in
-each process.
+and later processes load them at their first use: ~0.25 s to import numba and ~0.5 s per kind of
+draw (measured on the busy 2-core development machine), which is why numba is neither imported
+with dpnet nor used before a process has drawn ``_KERNELS_AFTER`` elements. Where no cache
+directory is writable they are compiled in each process.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import threading
 import zlib
 from collections.abc import Sequence
 
@@ -119,6 +123,14 @@ def purpose_key(purpose: str) -> int:
 # ---- numba kernels -----------------------------------------------------------------------------
 
 
+# numba is imported, and the kernels below are compiled (or loaded from numba's disk cache), at
+# their first use, not at import: importing numba costs ~0.25 s and loading the cached kernels
+# ~0.5 s per kind of draw (Laplace, Gaussian, ...), which a small run never earns back (see
+# _KERNELS_AFTER). Until then the kernel functions are plain Python functions registered in
+# _KERNELS; _kernels_ready() replaces each module global by its compiled dispatcher, callees
+# first, so that a kernel compiled later finds dispatchers in the globals it calls.
+
+
 def _load_numba():
     """The ``numba`` module, or None when disabled (``DPNET_NO_NUMBA=1``) or not installed."""
     if os.environ.get("DPNET_NO_NUMBA", "").strip() not in ("", "0"):
@@ -130,22 +142,66 @@ def _load_numba():
     return numba
 
 
-_numba = _load_numba()
+def _numba_module():
+    """``numba`` (imported on the first call) or None; ``rng._numba`` reads the same (PEP 562),
+    and a test may set ``rng._numba`` to a stand-in."""
+    g = globals()
+    if "_numba" not in g:
+        g["_numba"] = _load_numba()
+    return g["_numba"]
+
+
+def __getattr__(name: str):
+    if name == "_numba":
+        return _numba_module()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _njit(fn):
     """``numba.njit(cache=True, nogil=True)``; without the disk cache where no cache directory is
     writable (numba refuses ``cache=True`` then: compiling in every process is slower, not
     wrong); the plain function where numba is off (the kernels are then never called)."""
-    if _numba is None:
+    numba = _numba_module()
+    if numba is None:
         return fn
     try:
-        return _numba.njit(cache=True, nogil=True)(fn)
+        return numba.njit(cache=True, nogil=True)(fn)
     except RuntimeError:
-        return _numba.njit(cache=False, nogil=True)(fn)
+        return numba.njit(cache=False, nogil=True)(fn)
 
 
-_mix_jit = _njit(_mix)
+#: module global name -> plain function, compiled by :func:`_kernels_ready` in this order
+_KERNELS: dict[str, object] = {}
+_compiled: bool | None = None    # None: not tried yet; then whether the kernels are dispatchers
+_compile_lock = threading.Lock()  # draws may come from several threads: compile once
+
+
+def _kernel(fn, name: str | None = None):
+    """Register ``fn`` to be compiled at first use under the module global ``name`` (default its
+    own name); until then the global is the plain function."""
+    _KERNELS[name or fn.__name__] = fn
+    return fn
+
+
+def _kernels_ready() -> bool:
+    """Compile (or load from the disk cache) every kernel once per process; False where numba is
+    off or missing."""
+    global _compiled
+    if _compiled is not None:
+        return _compiled
+    with _compile_lock:
+        if _compiled is None:
+            if _numba_module() is None:
+                _compiled = False
+            else:
+                g = globals()
+                for name, fn in _KERNELS.items():
+                    g[name] = _njit(fn)
+                _compiled = True
+    return _compiled
+
+
+_mix_jit = _kernel(_mix, "_mix_jit")
 
 
 # ---- cos(2 pi u) -------------------------------------------------------------------------------
@@ -199,10 +255,10 @@ def _sincos_2pi_small(x):
     return s, w + ((e - (_KH * (xl * (x + xh)) + _KL * z)) + (z * z) * r)
 
 
-_sincos_2pi_small_jit = _njit(_sincos_2pi_small)
+_sincos_2pi_small_jit = _kernel(_sincos_2pi_small, "_sincos_2pi_small_jit")
 
 
-@_njit
+@_kernel
 def _cos_2pi_jit(u):
     # written as single-level selects, which LLVM vectorises (nested conditional expressions and
     # the builtin ``min`` compile to branches: 4x slower on random u)
@@ -247,13 +303,13 @@ def _cos_2pi_tensor(u: torch.Tensor) -> torch.Tensor:
 # multiply is the most expensive instruction of the chain, and this saves one of three per draw.
 
 
-@_njit
+@_kernel
 def _uniform_of(z):
     """The uniform of hash input ``z``: top 53 bits of ``mix(z)``, centred in their cell."""
     return (np.float64(_mix_jit(z) >> _S11) + 0.5) * _TWO_M53
 
 
-@_njit
+@_kernel
 def _bits_kernel(keys, width, out):
     for r in range(keys.size):
         key, col = keys[r], np.uint64(0)
@@ -262,7 +318,7 @@ def _bits_kernel(keys, width, out):
             col += _GOLDEN
 
 
-@_njit
+@_kernel
 def _uniform_kernel(keys, width, out):
     for r in range(keys.size):
         key, col = keys[r], np.uint64(0)
@@ -271,7 +327,7 @@ def _uniform_kernel(keys, width, out):
             col += _GOLDEN
 
 
-@_njit
+@_kernel
 def _laplace_args_kernel(keys, c0, arg, sign):
     # tile of rows ``keys`` x columns c0 .. c0 + arg.shape[1]:
     # arg <- -2|u - 1/2| (log1p's argument), sign <- -sign(u - 1/2), as the NumPy path computes
@@ -284,7 +340,7 @@ def _laplace_args_kernel(keys, c0, arg, sign):
             col += _GOLDEN
 
 
-@_njit
+@_kernel
 def _laplace_finish_kernel(scale, sign, out):
     # out holds log1p(arg); out <- (sign * out) * scale[row], the NumPy path's products in order
     for r in range(out.shape[0]):
@@ -293,7 +349,7 @@ def _laplace_finish_kernel(scale, sign, out):
             out[r, j] = (sign[r, j] * out[r, j]) * s
 
 
-@_njit
+@_kernel
 def _gaussian_args_kernel(keys, c0, width, u1, cos2):
     # u1 <- u(j) (log's argument), cos2 <- cos(2 pi u(width + j))
     for r in range(u1.shape[0]):
@@ -306,7 +362,7 @@ def _gaussian_args_kernel(keys, c0, width, u1, cos2):
             col2 += _GOLDEN
 
 
-@_njit
+@_kernel
 def _gaussian_finish_kernel(scale, log_u1, cos_w2, out):
     # sqrt is correctly rounded in IEEE 754, so LLVM's and NumPy's agree bit for bit
     for r in range(out.shape[0]):
@@ -315,13 +371,37 @@ def _gaussian_finish_kernel(scale, log_u1, cos_w2, out):
             out[r, j] = (math.sqrt(-2.0 * log_u1[r, j]) * cos_w2[r, j]) * s
 
 
-# Whether the CPU draws use the kernels (tests switch it off to compare with the NumPy chain).
-_USE_KERNELS = _numba is not None
+# Whether the CPU draws may use the kernels (tests switch it off to compare with the NumPy chain).
+_USE_KERNELS = True
+
+#: The NumPy chain draws until this process has drawn this many elements (a Gaussian draw counts
+#: 4 per element: its NumPy chain is ~4x a Laplace draw's), then numba is loaded and the kernels
+#: draw everything after. Loading costs ~0.25 s (import) + ~0.5 s per kind of draw (cache load),
+#: and the kernels save ~20 ns per element at 10^5-10^6 elements per draw (bench_noise.py;
+#: benchmarks/RESULTS.md), so 2^24 elements (~0.35 s of NumPy chain) is where buying the load
+#: starts to pay: a small run (the README's 6 x 10 draws, 600 of them) never loads numba, a long
+#: or large one pays at most about twice the better choice. The bits are the same on both paths.
+_KERNELS_AFTER = 2 ** 24
+_numpy_elements = 0             # elements drawn by the NumPy chain so far in this process
 
 
 def backend() -> str:
-    """``"numba"`` or ``"numpy"``: which CPU path draws (the bits are the same either way)."""
-    return "numba" if _USE_KERNELS else "numpy"
+    """``"numba"`` or ``"numpy"``: which CPU path draws large or many draws (small ones use the
+    NumPy chain until :data:`_KERNELS_AFTER` elements; the bits are the same either way)."""
+    return "numba" if _USE_KERNELS and _numba_module() is not None else "numpy"
+
+
+def _use_kernels(elements: int) -> bool:
+    """Whether this draw of ``elements`` (weighted) elements runs in the kernels: once the process
+    has drawn ``_KERNELS_AFTER`` elements, and numba is there."""
+    global _numpy_elements
+    if not _USE_KERNELS:
+        return False
+    if _compiled is None:
+        if _numpy_elements + elements < _KERNELS_AFTER:
+            _numpy_elements += elements
+            return False
+    return _kernels_ready()
 
 
 def _tiles(rows: int, width: int):
@@ -433,11 +513,13 @@ class Streams:
             cols = np.arange(width, dtype=np.uint64)[None, :]
             return _mix(a ^ (cols * _GOLDEN))
 
-    def _fast_keys(self, purpose: str, iteration: int, agents: np.ndarray) -> np.ndarray | None:
-        """Row keys for the kernels, or None where the kernels cannot be used: numba is off, or a
-        subclass redefines ``_bits`` (the kernels only know the row-key chain, and must not
-        bypass a subclass's own; such a subclass can override ``_row_keys`` instead)."""
-        if not _USE_KERNELS or type(self)._bits is not Streams._bits:
+    def _fast_keys(self, purpose: str, iteration: int, agents: np.ndarray, width: int,
+                   weight: int = 1) -> np.ndarray | None:
+        """Row keys for the kernels, or None where the NumPy chain draws: numba is off, this
+        process has not drawn enough yet (:data:`_KERNELS_AFTER`), or a subclass redefines
+        ``_bits`` (the kernels only know the row-key chain, and must not bypass a subclass's own;
+        such a subclass can override ``_row_keys`` instead)."""
+        if type(self)._bits is not Streams._bits or not _use_kernels(weight * agents.size * width):
             return None
         return np.ascontiguousarray(self._row_keys(purpose, iteration, agents), dtype=np.uint64)
 
@@ -446,11 +528,17 @@ class Streams:
                 width: int) -> np.ndarray:
         """Uniform(0, 1) draws, never exactly 0 or 1; shape (len(agents), width), float64."""
         agents, width = _check(agents, width)
-        keys = self._fast_keys(purpose, iteration, agents)
+        keys = self._fast_keys(purpose, iteration, agents, width)
         if keys is not None:
             out = np.empty((keys.size, width))
             _uniform_kernel(keys, width, out)
             return out
+        return self._uniform_numpy(purpose, iteration, agents, width)
+
+    def _uniform_numpy(self, purpose: str, iteration: int, agents: np.ndarray,
+                       width: int) -> np.ndarray:
+        # the NumPy chain's uniforms, for the NumPy Laplace/Gaussian chains too (which have
+        # counted their elements towards _KERNELS_AFTER already)
         bits = self._bits(purpose, iteration, agents, width)
         return ((bits >> _S11).astype(np.float64) + 0.5) * _TWO_M53
 
@@ -460,10 +548,10 @@ class Streams:
         agent) row i is multiplied by ``scale[i]``, the same product as ``laplace(...) * scale``."""
         agents, width = _check(agents, width)
         scale = _check_scale(scale, agents.size)
-        keys = self._fast_keys(purpose, iteration, agents)
+        keys = self._fast_keys(purpose, iteration, agents, width)
         if keys is not None:
             return _laplace_numba(keys, width, _ones_if_none(scale, keys.size))
-        u = self.uniform(purpose, iteration, agents, width) - 0.5
+        u = self._uniform_numpy(purpose, iteration, agents, width) - 0.5
         z = -np.sign(u) * np.log1p(-2.0 * np.abs(u))
         return z if scale is None else z * scale[:, None]
 
@@ -473,10 +561,10 @@ class Streams:
         :meth:`laplace`."""
         agents, width = _check(agents, width)
         scale = _check_scale(scale, agents.size)
-        keys = self._fast_keys(purpose, iteration, agents)
+        keys = self._fast_keys(purpose, iteration, agents, width, weight=4)
         if keys is not None:
             return _gaussian_numba(keys, width, _ones_if_none(scale, keys.size))
-        u = self.uniform(purpose, iteration, agents, 2 * width)
+        u = self._uniform_numpy(purpose, iteration, agents, 2 * width)
         u1, u2 = u[:, :width], u[:, width:]
         z = np.sqrt(-2.0 * np.log(u1)) * cos_2pi(u2)
         return z if scale is None else z * scale[:, None]
@@ -489,7 +577,7 @@ class Streams:
     def permutation_keys(self, purpose: str, iteration: int, agents, width: int) -> np.ndarray:
         """Random sort keys: ``argsort`` along axis 1 gives one uniform permutation per agent."""
         agents, width = _check(agents, width)
-        keys = self._fast_keys(purpose, iteration, agents)
+        keys = self._fast_keys(purpose, iteration, agents, width)
         if keys is not None:
             out = np.empty((keys.size, width), dtype=np.uint64)
             _bits_kernel(keys, width, out)

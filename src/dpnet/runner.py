@@ -19,6 +19,12 @@ privacy account (``make bench`` measures the share).
 
 A non-finite value in any state tensor stops the run at once with :class:`NonFiniteError` naming
 the iteration and the variable.
+
+A run that finishes but should not be trusted says so: :meth:`Result.diagnosis` lists one line per
+finding (the objective ended above its start; epsilon above :data:`EPSILON_WARN`, a guarantee
+close to none), and :func:`run` emits each line as a :class:`RunDiagnosis` warning, so a Python
+user sees it without asking; a caller that prints ``res.diagnosis()`` itself (the CLI) silences
+them with ``warnings.simplefilter("ignore", dpnet.runner.RunDiagnosis)``.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import json
 import math
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +50,17 @@ from .graphs import Graph
 from .network import BitLedger, Network, Transcript
 from .privacy.guarantee import PrivacyGuarantee
 from .problems.base import Problem, canonical_device, ranges_text
+from .problems.neural import NeuralProblem
 from .rng import Streams
+from .threads import run_threads, torch_threads
+
+#: above this epsilon per agent a run's guarantee is reported as close to none
+#: (e^10 ~ 22000: an adversary's odds between neighbouring inputs may move by that factor)
+EPSILON_WARN = 10.0
+
+
+class RunDiagnosis(UserWarning):
+    """A finished run's warning: see :meth:`Result.diagnosis`."""
 
 
 @dataclass
@@ -70,6 +87,30 @@ class Result:
     @property
     def x_mean(self) -> np.ndarray:
         return self.x.mean(axis=0)
+
+    def diagnosis(self) -> list[str]:
+        """One line per reason to distrust this run (empty when there is none):
+
+        * the objective ended above its start (the logged ``objective``; where it is not finite
+          at both ends, the ``distance`` to the reference, else ``grad_norm_sq``): the step is too
+          large for the noise, or the noise drowns the signal;
+        * epsilon per agent above :data:`EPSILON_WARN` (a finite one: an infinite epsilon is a
+          run that claims no privacy, which ``res.privacy`` says).
+        """
+        lines = []
+        for name in ("objective", "distance", "grad_norm_sq"):
+            v = np.asarray(self.history.get(name, ()), dtype=np.float64)
+            if v.size >= 2 and np.isfinite(v[0]) and np.isfinite(v[-1]):
+                if v[-1] > v[0]:
+                    lines.append(f"{name} ended above its start ({v[0]:.4g} -> {v[-1]:.4g} over "
+                                 f"{self.iterations} iterations): the run made things worse; "
+                                 "try a smaller step or less noise")
+                break
+        eps = float(self.privacy.epsilon)
+        if math.isfinite(eps) and eps > EPSILON_WARN:
+            lines.append(f"epsilon = {eps:.3g} per agent exceeds {EPSILON_WARN:g}: the guarantee "
+                         "is close to none (calibrate the noise: alg.calibrate(target, ...))")
+        return lines
 
     def to_csv(self, path: str | Path) -> Path:
         path = Path(path)
@@ -232,7 +273,8 @@ def run(algorithm: Algorithm, problem: Problem, graph: Graph, iterations: int,
         metrics: dict[str, Callable[[State, int], float]] | None = None,
         callback: Callable[[int, State], None] | None = None,
         checkpoint: Callable[[dict], None] | None = None, checkpoint_every: int = 0,
-        resume: dict | None = None, device: torch.device | str | None = None) -> Result:
+        resume: dict | None = None, device: torch.device | str | None = None,
+        threads: int | None = None) -> Result:
     """Run ``algorithm`` for ``iterations`` steps on ``problem`` over ``graph``.
 
     ``x0``: ``(n, d)`` or ``(d,)`` (default: the problem's ``U[0,1]^d`` start from ``seed``).
@@ -247,7 +289,26 @@ def run(algorithm: Algorithm, problem: Problem, graph: Graph, iterations: int,
     docstring for what a row costs).
     ``device``: where state, problem data, noise, compression and mixing live (``"cuda"``,
     ``"cpu"``, any torch device; default: the given network's, else the CPU); the result, its
-    history and transcript are NumPy arrays on the CPU whatever the device."""
+    history and transcript are NumPy arrays on the CPU whatever the device.
+    ``threads``: torch's intra-op threads during the run (None: the policy of
+    :mod:`dpnet.threads`: ``$DPNET_THREADS`` when set, else 1 thread when ``n_agents * dim <
+    10^5`` and the problem is not neural, else the caller's count; oversubscribed threads on a
+    busy machine cost 3-30x on small problems); the caller's count is restored afterwards.
+    The :meth:`Result.diagnosis` lines (objective ended above its start, epsilon above 10) are
+    emitted as :class:`RunDiagnosis` warnings."""
+    count = run_threads(problem.n_agents, problem.dim, isinstance(problem, NeuralProblem), threads)
+    with torch_threads(count):
+        res = _run(algorithm, problem, graph, iterations, x0, seed, log_every, record, float_bits,
+                   reference, privacy, progress, network, metrics, callback, checkpoint,
+                   checkpoint_every, resume, device)
+    for line in res.diagnosis():
+        warnings.warn(f"{res.algorithm}: {line}", RunDiagnosis, stacklevel=2)
+    return res
+
+
+def _run(algorithm, problem, graph, iterations, x0, seed, log_every, record, float_bits, reference,
+         privacy, progress, network, metrics, callback, checkpoint, checkpoint_every, resume,
+         device) -> Result:
     setup_start = time.perf_counter()
     K = positive_int("iterations", iterations) if iterations != 0 else 0
     log_every = log_cadence(log_every, K)

@@ -23,7 +23,6 @@ import math
 
 import numpy as np
 import torch
-from scipy import stats
 
 from ..compression import Compressor
 from ..errors import ParameterError, nonnegative, open_interval, positive, positive_int, require
@@ -56,6 +55,8 @@ class BinomialQuantizer(Compressor):
         low = np.floor(t)
         u = rng.uniform(purpose + "/round", k, agents, d)
         U = low + (u < t - low)
+        from scipy import stats  # ~0.8 s to import: only where binomial noise is drawn
+
         z = stats.binom.ppf(rng.uniform(purpose + "/binomial", k, agents, d), self.trials, self.p)
         out = -self.clip + self.step * (U + z - self.trials * self.p)
         return torch.from_numpy(out).to(X.device, X.dtype)

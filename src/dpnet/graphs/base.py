@@ -15,15 +15,16 @@ which only adds named matrices.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import numpy as np
 import scipy.sparse as sp
-import scipy.sparse.csgraph as csgraph
 
 from ..errors import ParameterError, UnknownNameError, require
 from . import spectral
+
+if TYPE_CHECKING:   # networkx and csgraph are imported where used: `import dpnet` stays fast
+    import networkx as nx
 
 _TOL = 1e-10
 #: largest n for which a dense (n, n) view is handed out (128 MiB of float64)
@@ -234,6 +235,8 @@ class Graph:
         """Number of (strongly) connected components."""
         if self.n == 1:
             return 1
+        import scipy.sparse.csgraph as csgraph
+
         return int(csgraph.connected_components(self.support_matrix, directed=True,
                                                 connection="strong")[0])
 
@@ -335,6 +338,8 @@ class Graph:
         ``W[i, j]``), so asymmetric weights on a symmetric support (row-stochastic schemes)
         survive the round trip through ``from_networkx(weights="attribute")``."""
         directed = not self.is_symmetric()
+        import networkx as nx
+
         G = nx.DiGraph() if directed else nx.Graph()
         G.add_nodes_from(range(self.n))
         off = off_diagonal(self.weights).tocoo()

@@ -29,10 +29,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+# csgraph and scipy.sparse.linalg are imported in the functions that use them, so that `import dpnet`
+# stays within 0.5 s of `import torch` (benchmarks/bench_startup.py)
 import numpy as np
 import scipy.sparse as sp
-import scipy.sparse.csgraph as csgraph
-import scipy.sparse.linalg as spla
 
 from ..errors import ParameterError, positive_int, require
 from . import spectral
@@ -62,6 +62,8 @@ def _roots(M: Any) -> list[int]:
     n = S.shape[0]
     if n == 1:
         return [0]
+    import scipy.sparse.csgraph as csgraph
+
     ncomp, label = csgraph.connected_components(S, directed=True, connection="strong")
     coo = S.tocoo()                       # (i, j): edge j -> i
     cross = label[coo.row] != label[coo.col]
@@ -189,6 +191,8 @@ class DirectedGraph(Graph):
             rho1 = float(np.max(np.abs(np.linalg.eigvals(M1.toarray() - np.outer(one, v1) / n))))
             rho2 = float(np.max(np.abs(np.linalg.eigvals(M2.toarray() - np.outer(v2, one) / n))))
         else:
+            import scipy.sparse.linalg as spla
+
             op1 = spla.LinearOperator((n, n), dtype=np.float64,
                                       matvec=lambda x: M1 @ np.ravel(x) - one * (v1 @ np.ravel(x)) / n)
             op2 = spla.LinearOperator((n, n), dtype=np.float64,

@@ -20,10 +20,10 @@ limit.
 
 from __future__ import annotations
 
+# scipy.linalg and scipy.sparse.linalg are imported in the functions that use them, so that `import dpnet`
+# stays within 0.5 s of `import torch` (benchmarks/bench_startup.py)
 import numpy as np
-import scipy.linalg
 import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 
 from ..errors import require
 
@@ -56,6 +56,8 @@ def symmetric_extremes(M: sp.sparray, lower: float, upper: float) -> tuple[float
 
 def _shift_invert_eigsh(M, sigma: float, k: int) -> np.ndarray:
     """The k eigenvalues of symmetric M nearest ``sigma`` (sorted by distance to sigma)."""
+    import scipy.sparse.linalg as spla
+
     vals = spla.eigsh(_csc(M), k=k, sigma=sigma, which="LM", tol=TOLERANCE,
                       ncv=min(M.shape[0], _NCV), return_eigenvectors=False)
     return np.asarray(sorted(vals, key=lambda v: abs(v - sigma)))
@@ -139,6 +141,8 @@ def consensus_contraction(W: sp.sparray, symmetric: bool, doubly_stochastic: boo
         v = np.asarray(v).reshape(-1)
         return Wc @ v - v.mean()
 
+    import scipy.sparse.linalg as spla
+
     op = spla.LinearOperator((n, n), matvec=deflated, dtype=np.float64)
     return spectral_radius(op)
 
@@ -147,6 +151,8 @@ def spectral_radius(op) -> float:
     """Largest eigenvalue modulus by ARPACK's Arnoldi iteration (``op``: matrix or operator)."""
     n = op.shape[0]
     ncv = min(n, _NCV)
+    import scipy.sparse.linalg as spla
+
     vals = spla.eigs(op, k=1, which="LM", tol=TOLERANCE, ncv=ncv, maxiter=100 * n,
                      return_eigenvectors=False)
     return float(np.abs(vals).max())
@@ -174,6 +180,8 @@ def null_vector(M: sp.sparray, total: float, what: str) -> np.ndarray:
     nonsingular and one sparse LU solve gives v."""
     n = M.shape[0]
     if n <= DENSE_SPECTRAL_MAX:
+        import scipy.linalg
+
         N = scipy.linalg.null_space(M.toarray(), rcond=1e-10)
         require(N.shape[1] == 1, what, f"null space of dimension {N.shape[1]}",
                 "dimension 1 (Assumption 1: a spanning tree)")
@@ -183,6 +191,8 @@ def null_vector(M: sp.sparray, total: float, what: str) -> np.ndarray:
         B[n - 1, :] = np.ones(n)
         rhs = np.zeros(n)
         rhs[-1] = total
+        import scipy.sparse.linalg as spla
+
         try:
             v = spla.splu(_csc(B)).solve(rhs)
         except RuntimeError as err:  # singular: the null space is not one-dimensional

@@ -18,17 +18,17 @@ the number of attempts is stored in ``graph.meta["attempts"]``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import numpy as np
 import scipy.sparse as sp
-import scipy.sparse.csgraph as csgraph
-from scipy.spatial import cKDTree
 
 from ..errors import ParameterError, UnknownNameError, positive_int, require
 from ..registry import Registry
 from .base import Graph
+
+if TYPE_CHECKING:   # networkx, scipy.spatial and csgraph are imported where used (import time)
+    import networkx as nx
 
 #: above this many agents the random constructors draw edges without forming an n x n array
 _DENSE_DRAW_MAX = 2048
@@ -159,6 +159,8 @@ def grid(rows: int, cols: int, weights: Any = "metropolis") -> Graph:
 
 
 def _connected(A: sp.csr_array) -> bool:
+    import scipy.sparse.csgraph as csgraph
+
     return csgraph.connected_components(A, directed=False)[0] == 1
 
 
@@ -216,6 +218,8 @@ def geometric(n: int, radius: float, seed: int = 0, weights: Any = "metropolis")
 
     def draw(rng):
         pos = rng.random((n, 2))
+        from scipy.spatial import cKDTree
+
         pairs = cKDTree(pos).query_pairs(radius, output_type="ndarray")
         draw.pos = pos
         return _symmetric_support(n, pairs[:, 0], pairs[:, 1])

@@ -14,8 +14,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from scipy.optimize import brentq
-
 from ..errors import ParameterError, require
 
 _BIG = 1e300
@@ -70,6 +68,8 @@ def calibrate(epsilon_of: Callable[[float], float], target: float, start: float 
             mid = float(math.floor((f + g) / 2))
             f, g = (mid, g) if ok(mid) else (f, mid)
         return f
+    from scipy.optimize import brentq  # ~0.4 s to import: only when a calibration solves
+
     try:
         brentq(lambda s: math.log(max(eps(math.exp(s)), 1e-300)) - math.log(target),
                math.log(min(f, g)), math.log(max(f, g)), xtol=rel_tol / 4, rtol=rel_tol / 4,

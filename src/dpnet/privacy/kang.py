@@ -18,9 +18,6 @@ from __future__ import annotations
 
 import math
 
-import dp_accounting as dpa
-from dp_accounting import rdp
-
 from ..errors import positive, positive_int, require
 
 
@@ -32,6 +29,9 @@ def epsilon(sigma: float, C: float, m: int, D: int, T: int, delta: float,
     m, D, T = positive_int("m", m), positive_int("D", D), positive_int("T", T)
     require(m <= D, "m", m, f"m <= D = {D}")
     require(0 < delta < 1, "delta", delta, "0 < delta < 1")
+    import dp_accounting as dpa  # heavy (~1 s): imported at first use
+    from dp_accounting import rdp
+
     z = sigma * m / C
     base = dpa.GaussianDpEvent(z)
     event = dpa.SampledWithoutReplacementDpEvent(D, m, base) if subsampled and m < D else base
