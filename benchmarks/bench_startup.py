@@ -6,6 +6,7 @@ Measured, each ``--reps`` times (min and median reported):
 * ``python -c "import torch"`` and ``python -c "import dpnet"``: whole processes, wall time from
   start to exit (this checkout's ``src`` first on ``PYTHONPATH``); their difference is what
   ``import dpnet`` adds (target: at most 0.5 s);
+* ``dpnet --help`` and ``dpnet list``: whole processes of the command (target: well under 2 s);
 * numba's first use in a process (import, then loading the cached Laplace kernels), which is why
   :mod:`dpnet.rng` draws small totals with the NumPy chain (``_KERNELS_AFTER``);
 * the README's Python quick start run (DO-ADP on 6 agents x d = 10, 100 iterations, epsilon = 1)
@@ -106,14 +107,19 @@ for n, d, m, K in [(6, 10, 200, 300), (100, 10, 200, 100), (100, 100, 200, 50), 
 """
 
 
-def process_seconds(code: str, reps: int) -> list[float]:
-    """Wall time of whole ``python -c code`` processes."""
+def process_seconds(code: str, reps: int, *args: str) -> list[float]:
+    """Wall time of whole ``python -c code [args]`` processes."""
     out = []
     for _ in range(reps):
         t = time.perf_counter()
-        subprocess.run([sys.executable, "-c", code], env=ENV, check=True)
+        subprocess.run([sys.executable, "-c", code, *args], env=ENV, check=True,
+                       stdout=subprocess.DEVNULL)
         out.append(time.perf_counter() - t)
     return out
+
+
+#: the ``dpnet`` command as its console script runs it
+CLI = "import sys; from dpnet.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
 def child_json(code: str, *args: str):
@@ -128,6 +134,8 @@ def stats(xs: list[float]) -> tuple[float, float]:
 
 def measure(reps: int) -> dict:
     imports = {name: process_seconds(f"import {name}", reps) for name in ("torch", "dpnet")}
+    imports["dpnet --help"] = process_seconds(CLI, reps, "--help")
+    imports["dpnet list"] = process_seconds(CLI, reps, "list")
     numba = [child_json(NUMBA) for _ in range(max(1, reps // 2))]
     runs = child_json(RUNS, str(reps))
     return {"imports": imports, "numba": numba, "runs": runs}
@@ -153,8 +161,10 @@ def table(cond: str, m: dict, load: float) -> None:
         print(f"| {name}, thread policy (1 thread) | {p[0]:.3f} | {p[1]:.3f} | |")
         print(f"| {name}, torch default ({runs['default_threads']} threads) | {d[0]:.3f} | "
               f"{d[1]:.3f} | **{d[0] / p[0]:.1f}x** the policy's |")
-    print("| `dpnet --help`, `dpnet list` | not measured here | | (added with the CLI's "
-          "restructuring) |")
+    for command in ("dpnet --help", "dpnet list"):
+        c = stats(m["imports"][command])
+        print(f"| `{command}` (whole process) | {c[0]:.3f} | {c[1]:.3f} | "
+              f"+{c[0] - ti[0]:.3f} s over torch |")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -203,8 +203,8 @@ def test_a_run_is_keyed_by_its_own_entry_and_task_wherever_registered(tmp_path, 
 def test_the_compare_runs_closures_hold_no_whole_module():
     """So the prose of tasks and entries (titles, mappings, left-out reasons) never re-runs a
     leaderboard: what a run reads through the registries is in its ``code`` argument."""
-    from dpnet.lab.compare import cnn
     from dpnet.lab import keys
+    from dpnet.lab.compare import cnn
 
     for fn in (compare.trial, compare.calibration, cnn.reference_run):
         parts: dict = {}

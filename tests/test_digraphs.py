@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from dpnet import graphs
-from dpnet.graphs import directed
 from dpnet.errors import ParameterError
+from dpnet.graphs import directed
 from dpnet.network import Network
 
 

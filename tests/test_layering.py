@@ -22,7 +22,7 @@ SRC = Path(dpnet.__file__).parent
 
 #: the layers, lowest first; a name is a module or a package (everything below it)
 LAYERS = (
-    ("errors",),
+    ("errors", "version"),
     ("registry", "threads"),
     ("rng",),
     ("noise", "compression"),
@@ -154,7 +154,7 @@ def test_no_cross_package_private_name(module):
     for target, names, _, line in imports(module):
         if _top_package(target) == _top_package(module):
             continue
-        private = [n for n in names if n.startswith("_")] + [
+        private = [n for n in names if n.startswith("_") and not n.endswith("__")] + [
             p for p in target.split(".") if p.startswith("_") and p != "__init__"]
         assert not private, (f"dpnet.{module} imports private {private} of dpnet.{target} at "
                              f"line {line}")
@@ -206,8 +206,8 @@ def _loaded_modules():
 
 
 def test_every_registry_is_a_registry_filled_by_its_owner():
-    """A module-level name -> class/function/dataclass table is a Registry, and every entry of a
-    registry was registered by a module of its owner package."""
+    """A public module-level name -> class/function/dataclass table is a Registry, and every
+    entry of a registry was registered by a module of its owner package."""
     import dataclasses
     import inspect
 
@@ -220,7 +220,8 @@ def test_every_registry_is_a_registry_filled_by_its_owner():
                 seen += 1
                 foreign += [f"{value.kind} {n!r} from {value.registrant(n)}" for n in value
                             if not value.registrant(n).startswith(value.owner)]
-            elif (type(value) is dict and len(value) >= 2 and all(isinstance(k, str) for k in value)
+            elif (not attr.startswith("_") and type(value) is dict and len(value) >= 2
+                  and all(isinstance(k, str) for k in value)
                   and all(inspect.isclass(v) or inspect.isfunction(v)
                           or dataclasses.is_dataclass(v) for v in value.values())):
                 plain.append(f"{name}.{attr}")

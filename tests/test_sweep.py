@@ -19,6 +19,12 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "diadsp.toml"
 TINY = ["iterations=5", "graph.n=4", "problem.samples=20", "log_every=1"]
 
 
+@pytest.fixture(autouse=True)
+def own_run_cache(tmp_path, monkeypatch):
+    """Each test starts from an empty run store: 'ran' and 'cached' mean this test's runs."""
+    monkeypatch.setenv("DPNET_RUNS", str(tmp_path / "run-cache"))
+
+
 @pytest.fixture
 def base():
     return config.load(EXAMPLE)

@@ -9,8 +9,7 @@ from . import algorithms, compression, graphs, noise, privacy, problems
 from .errors import DPNetError, NonFiniteError, ParameterError, UnknownNameError
 from .network import Network
 from .runner import Result, run
+from .version import __version__
 
-__version__ = "0.1.0"
-
-__all__ = ["algorithms", "compression", "graphs", "noise", "privacy", "problems", "Network",
+__all__ = ["__version__", "algorithms", "compression", "graphs", "noise", "privacy", "problems", "Network",
            "Result", "run", "DPNetError", "NonFiniteError", "ParameterError", "UnknownNameError"]

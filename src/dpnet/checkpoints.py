@@ -81,8 +81,8 @@ def load(path: str | Path) -> dict:
             data = torch.load(path, weights_only=True, map_location="cpu")
     except pickle.UnpicklingError as err:
         _refuse(path, f"{_offending(err)}; refused before anything in it was run")
-    except (RuntimeError, EOFError, OSError, ValueError) as err:
-        _refuse(path, f"torch.load cannot read it ({_first_line(err)})")
+    except Exception as err:  # noqa: BLE001 - whatever arbitrary bytes make torch.load raise
+        _refuse(path, f"torch.load cannot read it ({type(err).__name__}: {_first_line(err)})")
     if not isinstance(data, dict):
         _refuse(path, f"it holds a {type(data).__name__}, not a dict with 'format': {FORMAT!r}")
     if data.get("format") != FORMAT:

@@ -18,13 +18,17 @@ import importlib.util
 import inspect
 import json
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
 from . import algorithms, compression, distributed, graphs, problems
-from .errors import DPNetError, ParameterError
-from .lab import audit, compare, config, reproduce, store, sweep
+from .errors import DPNetError, ParameterError, UnknownNameError, positive_int
+from .lab import audit, compare, config, report, reproduce, store, sweep
 from .privacy import accountants
+from .privacy.assumptions import ASSUMPTIONS
+from .runner import RunDiagnosis
+from .version import __version__
 
 # -- helpers ---------------------------------------------------------------------------------
 
@@ -40,13 +44,16 @@ def _parse_params(tokens: list[str]) -> dict[str, Any]:
         key = tok[2:].replace("-", "_")
         if "=" in key:
             key, val = key.split("=", 1)
-            out[key] = config.parse_value(val)
-            i += 1
-            continue
-        if i + 1 >= len(tokens) or tokens[i + 1].startswith("--"):
+            step = 1
+        elif i + 1 >= len(tokens) or tokens[i + 1].startswith("--"):
             raise ParameterError(tok, None, "needs a value")
-        out[key] = config.parse_value(tokens[i + 1])
-        i += 2
+        else:
+            val, step = tokens[i + 1], 2
+        if key in out:
+            raise ParameterError(f"--{key.replace('_', '-')}", [out[key], config.parse_value(val)],
+                                 "given once")
+        out[key] = config.parse_value(val)
+        i += step
     return out
 
 
@@ -84,12 +91,19 @@ def cmd_list(args) -> int:
 def cmd_run(args) -> int:
     cfg = config.validate(config.apply_overrides(config.load(args.config), args.overrides))
     out = Path(args.out or cfg.get("output", {}).get("dir", "runs/" + Path(args.config).stem))
-    res = config.run(cfg, out, quiet=args.quiet, backend=args.backend, device=args.device)
+    replacing = (out / "summary.json").exists()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RunDiagnosis)    # printed below, once
+        res = config.run(cfg, out, quiet=args.quiet, backend=args.backend, device=args.device)
     if args.backend == "distributed" and not distributed.is_rank0():
         return 0
     summary = res.summary()
     print(json.dumps({"final": summary["final"], "bits": summary["bits"]["total"]}, indent=2))
     print(res.privacy)
+    for line in res.diagnosis():
+        print(f"note: {line}")
+    if replacing:
+        print(f"replaced the previous run's files in {out}")
     print(f"wrote {out}/result.csv, result.png, summary.json")
     return 0
 
@@ -117,15 +131,25 @@ def cmd_privacy(args, extra: list[str]) -> int:
     assumption names and the accountant's options go to ``privacy()``, anything else is an
     error listing both (nothing is silently dropped)."""
     params = _parse_params(extra)
-    n = int(params.pop("agents", params.pop("n", 6)))
-    d = int(params.pop("dim", params.pop("d", 10)))
+    n = positive_int("--agents", params.pop("agents", params.pop("n", 6)))
+    d = positive_int("--dim", params.pop("dim", params.pop("d", 10)))
     iterations = params.pop("iterations", None)
+    if iterations is not None:
+        iterations = positive_int("--iterations", iterations)
     graph_name = params.pop("graph", "ring")
     cls = algorithms.get(args.name)
     accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
     constructor_like = {k for k in params if k in accepted or k.startswith("noise")
                         or k in ("decay", "power", "compressor") or k.endswith("_decay")}
     constants = {k: params.pop(k) for k in list(params) if k not in constructor_like}
+    options = {o for a in accountants.ACCOUNTANTS.values()
+               if a.generic or issubclass(cls, a.cls) for o in a.options}
+    known = {*accepted, *ASSUMPTIONS, *options, "agents", "dim", "iterations", "graph"}
+    for key in constants:
+        if key not in known:
+            raise UnknownNameError(f"dpnet privacy {args.name} parameter",
+                                   f"--{key.replace('_', '-')}",
+                                   [f"--{k.replace('_', '-')}" for k in known])
     smooth = float(constants.get("smoothness", float("inf")))
     alg = config.algorithm_from_flags(args.name, params)
     problem = problems.ProblemConstants(n, d, smooth)
@@ -196,13 +220,40 @@ def _import_extensions(paths: list[str]) -> None:
             raise ParameterError("--with", item, f"an importable module ({err})") from None
 
 
+def _listed(option: str, text: str | None) -> list[str] | None:
+    """A comma-separated option's items (None: not given); an empty item is an error."""
+    if text is None:
+        return None
+    items = [s.strip() for s in text.split(",")]
+    if not all(items):
+        raise ParameterError(option, text, "a comma-separated list of non-empty items")
+    return items
+
+
+def _epsilons(text: str | None) -> list[float] | None:
+    items = _listed("--epsilons", text)
+    if items is None:
+        return None
+    try:
+        values = [float(e) for e in items]
+    except ValueError:
+        values = []
+    if not values or not all(0 < v < float("inf") for v in values):
+        raise ParameterError("--epsilons", text, "targets 0 < epsilon < inf, e.g. 0.5,1,2,4")
+    return values
+
+
 def cmd_compare(args) -> int:
+    report.require_folder("--out", args.out)        # before minutes of work, not after
     _import_extensions(args.extensions)
-    tasks = [t for t in args.tasks.split(",") if t] or list(compare.TASKS)
-    epsilons = [float(e) for e in args.epsilons.split(",")] if args.epsilons else (
-        [1.0, 4.0] if args.quick else list(compare.EPSILONS))
-    algs = [a for a in args.algorithms.split(",") if a] if args.algorithms else None
-    seeds = sweep.parse_seeds(args.seeds) if args.seeds else ([0, 1] if args.quick else [0, 1, 2])
+    tasks = _listed("--tasks", args.tasks) or list(compare.TASKS)
+    epsilons = _epsilons(args.epsilons) or ([1.0, 4.0] if args.quick else list(compare.EPSILONS))
+    algs = _listed("--algorithms", args.algorithms)
+    if args.audit < 0 or (args.audit_per_task is not None and args.audit_per_task < 1):
+        raise ParameterError("--audit", args.audit, "a number of runs >= 0 (--audit-per-task "
+                             ">= 1)")
+    seeds = sweep.parse_seeds(args.seeds) if args.seeds is not None else (
+        [0, 1] if args.quick else [0, 1, 2])
     rows = compare.compare(tasks, epsilons, algs, quick=args.quick, seeds=seeds,
                            dataset=args.dataset, jobs=args.jobs, tight=args.tight,
                            log=None if args.silent else lambda m: print("  " + m, flush=True))
@@ -258,7 +309,16 @@ def cmd_demo(args) -> int:
 
 def cmd_audit(args) -> int:
     """``dpnet audit``: see :mod:`dpnet.lab.audit.suite`."""
-    out = Path(args.out)
+    if not 0 < args.noise_factor < float("inf"):
+        raise ParameterError("--noise-factor", args.noise_factor, "0 < factor < inf (1: as "
+                             "claimed; below 1 a silent noise reduction the audit should catch)")
+    if args.repetitions is not None and args.repetitions < 20:
+        raise ParameterError("--repetitions", args.repetitions, "at least 20 runs per input")
+    if not 0 < args.confidence < 1:
+        raise ParameterError("--confidence", args.confidence, "0 < confidence < 1")
+    if args.iterations < 1:
+        raise ParameterError("--iterations", args.iterations, "an integer >= 1")
+    out = report.require_folder("--out", args.out)
     if args.list:
         print(audit.suite.listing())
         return 0
@@ -351,13 +411,13 @@ def make_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("compare", help="calibrated privacy-utility leaderboard of the private "
                        "algorithms (each calibrated to every target epsilon and tuned the same "
                        "way)")
-    s.add_argument("--tasks", default="", help="comma-separated subset of the tasks (default: "
+    s.add_argument("--tasks", default=None, help="comma-separated subset of the tasks (default: "
                    "all; `dpnet list tasks` names them)")
-    s.add_argument("--epsilons", default="", help="targets, e.g. 0.5,1,2,4 (default: those; "
+    s.add_argument("--epsilons", default=None, help="targets, e.g. 0.5,1,2,4 (default: those; "
                    "1,4 with --quick)")
-    s.add_argument("--algorithms", default="", help="comma-separated subset (default: all "
+    s.add_argument("--algorithms", default=None, help="comma-separated subset (default: all "
                    "benchmarked)")
-    s.add_argument("--seeds", default="", help="reported seeds, e.g. 0-2 (default 0-2; 0,1 "
+    s.add_argument("--seeds", default=None, help="reported seeds, e.g. 0-2 (default 0-2; 0,1 "
                    "with --quick)")
     s.add_argument("--dataset", default=None, help="LIBSVM dataset of the logistic task "
                    "(default a9a)")
@@ -419,6 +479,7 @@ def make_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = make_parser()
+    parser.add_argument("--version", action="version", version=f"dpnet {__version__}")
     args, extra = parser.parse_known_args(argv)
     args.argv = list(sys.argv[2:] if argv is None else argv[1:])
     try:
@@ -435,6 +496,11 @@ def main(argv: list[str] | None = None) -> int:
     except DPNetError as err:
         print(f"dpnet: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        # the store ended its workers; what finished is cached, nothing half-written counts
+        print("dpnet: interrupted; finished runs are kept in the run cache, rerun to resume",
+              file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

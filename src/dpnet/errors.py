@@ -61,6 +61,9 @@ def require(ok: bool, name: str, value: Any, condition: str, hint: str = "") -> 
 
 
 def finite_real(name: str, value: Any) -> float:
+    # float() would read True as 1 and "0.1" as 0.1: a flag or a string is not a number here
+    if isinstance(value, bool | str | bytes):
+        raise ParameterError(name, value, "must be a real number")
     try:
         v = float(value)
     except (TypeError, ValueError):

@@ -82,7 +82,7 @@ class Registry(Mapping[str, T], Generic[T]):
             raise UnknownNameError(self.kind, str(name), self._entries) from None
 
     def __contains__(self, name: object) -> bool:
-        return name in self._entries
+        return isinstance(name, str) and name in self._entries
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._entries)

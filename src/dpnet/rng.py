@@ -94,7 +94,7 @@ import torch
 
 from .errors import require
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _S30, _S27, _S31, _S11 = (np.uint64(s) for s in (30, 27, 31, 11))
@@ -106,9 +106,9 @@ _CHUNK = 65536
 _NUMPY_CHUNK = 65536            # the same for the NumPy evaluation of cos(2 pi u)
 
 
-def _mix(z: np.ndarray) -> np.ndarray:
+def splitmix64(z: np.ndarray) -> np.ndarray:
     """SplitMix64 finaliser (a bijection of uint64 with full avalanche)."""
-    z = z + _GOLDEN
+    z = z + GOLDEN
     z = (z ^ (z >> _S30)) * _M1
     z = (z ^ (z >> _S27)) * _M2
     return z ^ (z >> _S31)
@@ -201,7 +201,7 @@ def _kernels_ready() -> bool:
     return _compiled
 
 
-_mix_jit = _kernel(_mix, "_mix_jit")
+_mix_jit = _kernel(splitmix64, "_mix_jit")
 
 
 # ---- cos(2 pi u) -------------------------------------------------------------------------------
@@ -315,7 +315,7 @@ def _bits_kernel(keys, width, out):
         key, col = keys[r], np.uint64(0)
         for j in range(width):
             out[r, j] = _mix_jit(key ^ col)
-            col += _GOLDEN
+            col += GOLDEN
 
 
 @_kernel
@@ -324,7 +324,7 @@ def _uniform_kernel(keys, width, out):
         key, col = keys[r], np.uint64(0)
         for j in range(width):
             out[r, j] = _uniform_of(key ^ col)
-            col += _GOLDEN
+            col += GOLDEN
 
 
 @_kernel
@@ -332,12 +332,12 @@ def _laplace_args_kernel(keys, c0, arg, sign):
     # tile of rows ``keys`` x columns c0 .. c0 + arg.shape[1]:
     # arg <- -2|u - 1/2| (log1p's argument), sign <- -sign(u - 1/2), as the NumPy path computes
     for r in range(arg.shape[0]):
-        key, col = keys[r], np.uint64(c0) * _GOLDEN
+        key, col = keys[r], np.uint64(c0) * GOLDEN
         for j in range(arg.shape[1]):
             v = _uniform_of(key ^ col) - 0.5
             arg[r, j] = -2.0 * abs(v)
             sign[r, j] = -np.sign(v)
-            col += _GOLDEN
+            col += GOLDEN
 
 
 @_kernel
@@ -354,12 +354,12 @@ def _gaussian_args_kernel(keys, c0, width, u1, cos2):
     # u1 <- u(j) (log's argument), cos2 <- cos(2 pi u(width + j))
     for r in range(u1.shape[0]):
         key = keys[r]
-        col1, col2 = np.uint64(c0) * _GOLDEN, np.uint64(width + c0) * _GOLDEN
+        col1, col2 = np.uint64(c0) * GOLDEN, np.uint64(width + c0) * GOLDEN
         for j in range(u1.shape[1]):
             u1[r, j] = _uniform_of(key ^ col1)
             cos2[r, j] = _cos_2pi_jit(_uniform_of(key ^ col2))
-            col1 += _GOLDEN
-            col2 += _GOLDEN
+            col1 += GOLDEN
+            col2 += GOLDEN
 
 
 @_kernel
@@ -459,7 +459,7 @@ def _signed(c: np.uint64) -> int:
     return c - (1 << 64) if c >= 1 << 63 else c
 
 
-_GOLDEN_T, _M1_T, _M2_T = _signed(_GOLDEN), _signed(_M1), _signed(_M2)
+_GOLDEN_T, _M1_T, _M2_T = _signed(GOLDEN), _signed(_M1), _signed(_M2)
 
 
 def _srl(z: torch.Tensor, s: int) -> torch.Tensor:
@@ -468,7 +468,7 @@ def _srl(z: torch.Tensor, s: int) -> torch.Tensor:
 
 
 def _mix_tensor_(z: torch.Tensor) -> torch.Tensor:
-    """:func:`_mix` on an int64 tensor, in place (the blocks are large: no temporaries kept)."""
+    """:func:`splitmix64` on an int64 tensor, in place (the blocks are large: no temporaries kept)."""
     z.add_(_GOLDEN_T)
     z.bitwise_xor_(_srl(z, 30)).mul_(_M1_T)
     z.bitwise_xor_(_srl(z, 27)).mul_(_M2_T)
@@ -495,23 +495,23 @@ class Streams:
             raise ValueError(f"seed={seed!r} violates the condition: seed must be an integer >= 0")
         self.seed = int(seed)
         with np.errstate(over="ignore"):
-            self._seed_key = _mix(np.asarray([self.seed], dtype=np.uint64))[0]
+            self._seed_key = splitmix64(np.asarray([self.seed], dtype=np.uint64))[0]
 
     # -- keys --------------------------------------------------------------------------------------
     def _row_keys(self, purpose: str, iteration: int, agents: np.ndarray) -> np.ndarray:
         """uint64 key of each agent's row: coordinate j of the row is ``mix(key ^ j * GOLDEN)``."""
         with np.errstate(over="ignore"):
             h = np.uint64(self._seed_key) ^ np.uint64(purpose_key(purpose))
-            h = _mix(np.asarray([h], dtype=np.uint64))[0] ^ np.uint64(iteration & (2**64 - 1))
-            h = _mix(np.asarray([h], dtype=np.uint64))
-            return _mix(h ^ agents.astype(np.uint64))
+            h = splitmix64(np.asarray([h], dtype=np.uint64))[0] ^ np.uint64(iteration & (2**64 - 1))
+            h = splitmix64(np.asarray([h], dtype=np.uint64))
+            return splitmix64(h ^ agents.astype(np.uint64))
 
     def _bits(self, purpose: str, iteration: int, agents: np.ndarray, width: int) -> np.ndarray:
         """uint64 array of shape (len(agents), width) (the NumPy path)."""
         a = self._row_keys(purpose, iteration, agents)[:, None]
         with np.errstate(over="ignore"):
             cols = np.arange(width, dtype=np.uint64)[None, :]
-            return _mix(a ^ (cols * _GOLDEN))
+            return splitmix64(a ^ (cols * GOLDEN))
 
     def _fast_keys(self, purpose: str, iteration: int, agents: np.ndarray, width: int,
                    weight: int = 1) -> np.ndarray | None:

@@ -220,9 +220,16 @@ class Metrics:
         local_dist = float(((x - ref) ** 2).sum()) if ref is not None else 0.0
         xbar, cons, (dist, total) = net.moments(x, [local_dist, float(net.ledger.total)])
         objective, gradient = self._at(xbar)
+        grad_sq = float((gradient ** 2).sum())
+        if math.isnan(objective) or math.isnan(grad_sq):
+            # finite iterates can still make f undefined (a step of 1e300: inf - inf): a history
+            # of NaN is no result (an infinite f is a divergence the iterates show next)
+            raise NonFiniteError(k, "objective" if math.isnan(objective) else "gradient",
+                                 f"f(xbar) = {objective}, ||grad f(xbar)||^2 = {grad_sq} at the "
+                                 "average iterate")
         self.rows["iteration"].append(k)
         self.rows["objective"].append(objective)
-        self.rows["grad_norm_sq"].append(float((gradient ** 2).sum()))
+        self.rows["grad_norm_sq"].append(grad_sq)
         self.rows["consensus"].append(cons)
         self.rows["distance"].append(dist if ref is not None else float("nan"))
         self.rows["bits"].append(int(total))
@@ -296,6 +303,13 @@ def run(algorithm: Algorithm, problem: Problem, graph: Graph, iterations: int,
     busy machine cost 3-30x on small problems); the caller's count is restored afterwards.
     The :meth:`Result.diagnosis` lines (objective ended above its start, epsilon above 10) are
     emitted as :class:`RunDiagnosis` warnings."""
+    for name, value, kind in (("algorithm", algorithm, Algorithm), ("problem", problem, Problem),
+                              ("graph", graph, Graph)):
+        if not isinstance(value, kind):
+            raise ParameterError(name, value, f"a {kind.__module__}.{kind.__name__}")
+    if isinstance(iterations, bool) or not isinstance(iterations, int | np.integer) \
+            or iterations < 0:
+        raise ParameterError("iterations", iterations, "an integer >= 0 (0: the start x0 only)")
     count = run_threads(problem.n_agents, problem.dim, isinstance(problem, NeuralProblem), threads)
     with torch_threads(count):
         res = _run(algorithm, problem, graph, iterations, x0, seed, log_every, record, float_bits,
@@ -310,7 +324,7 @@ def _run(algorithm, problem, graph, iterations, x0, seed, log_every, record, flo
          privacy, progress, network, metrics, callback, checkpoint, checkpoint_every, resume,
          device) -> Result:
     setup_start = time.perf_counter()
-    K = positive_int("iterations", iterations) if iterations != 0 else 0
+    K = int(iterations)
     log_every = log_cadence(log_every, K)
     if device is None:
         device = network.device if network is not None else torch.device("cpu")

@@ -167,7 +167,8 @@ def test_kang_epsilon_properties():
                                                                      subsampled=False)
     assert kang.epsilon(0.5, 1.0, 10, 1000, 100, 1e-5) > kang.epsilon(0.5, 1.0, 10, 1000, 50, 1e-5)
     alg = KangWDDP(0.1, 0.5, 10)
-    pg = alg.privacy(_logistic(m=40), server_graph(4), iterations=20, gradient_bound=1.0)
+    pg = alg.privacy(_logistic(m=40), server_graph(4), iterations=20, gradient_bound=1.0,
+                     delta=1e-5)
     assert pg.epsilon == pytest.approx(kang.epsilon(0.5, 1.0, 10, 40, 20, 1e-5))
     assert pg.delta == 1e-5
 

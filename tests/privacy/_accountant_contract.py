@@ -7,11 +7,13 @@ import math
 import numpy as np
 import pytest
 
-from dpnet.errors import UnknownNameError
+from dpnet.errors import ParameterError, UnknownNameError
 from dpnet.privacy import accountants
 from dpnet.privacy.assumptions import ASSUMPTIONS
 
 GRADIENT_BOUNDS = {"gradient_bound", "l1_gradient_bound"}
+#: accountants that report (epsilon, delta): their delta is given, never assumed
+APPROXIMATE = {"rdp", "pld", "kang"}
 
 
 class AccountantContract:
@@ -45,6 +47,8 @@ class AccountantContract:
         constants = dict(self.setups[self.setup][3])
         if GRADIENT_BOUNDS & set(kw):    # the caller chooses which bound: drop the default one
             constants = {k: v for k, v in constants.items() if k not in GRADIENT_BOUNDS}
+        if self.accountant in APPROXIMATE:
+            constants.setdefault("delta", 1e-5)
         return getattr(alg, method)(*args, self.problem, self.graph, self.K if K is None else K,
                                     accountant=self.accountant, **{**constants, **kw})
 
@@ -57,6 +61,17 @@ class AccountantContract:
         assert self.eps(self.make(2.0)) < e                # more noise, less epsilon
         longer = self.eps(self.make(), K=self.K + 5)
         assert longer > e if self.horizon_grows else longer == e
+
+    def test_the_pure_flag_is_what_the_guarantee_reports(self):
+        """A pure accountant reports delta = 0 (and refuses a delta, which it would not use);
+        an (epsilon, delta) one reports the delta it was given or derived."""
+        alg = self.make()
+        g = self.call(alg, "privacy")
+        pure = accountants.is_pure(self.accountant)
+        assert (g.delta == 0) == pure
+        if pure:
+            with pytest.raises(ParameterError, match="no delta"):
+                self.call(alg, "privacy", delta=1e-5)
 
     def test_misspelled_constant_is_named_and_the_known_ones_listed(self):
         alg = self.make()

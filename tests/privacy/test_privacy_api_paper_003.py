@@ -60,6 +60,8 @@ GRAPHS = {"directed": DIGRAPH, "directed-per-agent": DIGRAPH, "quantized": UNDIR
           "ternary": UNDIRECTED, "yan": SERVER, "kang": SERVER}
 NOISE = {"yan": 5.0}                        # the default noise parameter of each maker
 C = {"gradient_bound": 1.0}
+#: the (epsilon, delta) accountants' delta: given, never assumed
+CD = {**C, "delta": 1e-5}
 
 
 class Paper003Contract(AccountantContract):
@@ -162,11 +164,12 @@ class TestKangRdp(Paper003Contract):
 def test_the_default_accountant_is_the_theorem_and_calibrate_uses_it(name, accountant):
     alg = MAKERS[name](NOISE.get(name, 1.0))
     assert alg.default_accountant == accountant
-    default = alg.privacy(PROBLEM, GRAPHS[name], 10, **C)
-    named = alg.privacy(PROBLEM, GRAPHS[name], 10, accountant=accountant, **C)
+    c = CD if name == "kang" else C
+    default = alg.privacy(PROBLEM, GRAPHS[name], 10, **c)
+    named = alg.privacy(PROBLEM, GRAPHS[name], 10, accountant=accountant, **c)
     assert default == named
-    tuned = alg.calibrate(2.0, PROBLEM, GRAPHS[name], 10, **C)
-    assert tuned.privacy(PROBLEM, GRAPHS[name], 10, **C).epsilon <= 2.0
+    tuned = alg.calibrate(2.0, PROBLEM, GRAPHS[name], 10, **c)
+    assert tuned.privacy(PROBLEM, GRAPHS[name], 10, **c).epsilon <= 2.0
     assert type(tuned) is type(alg)
 
 
@@ -174,20 +177,22 @@ def test_calibrated_noise_is_the_noise_drawn():
     tuned = _quantized().calibrate(3.0, PROBLEM, UNDIRECTED, 10, **C)
     t = tuned.sigma0
     assert tuned.noise.scale_at(4, N) == pytest.approx(t * 5.0 ** 0.2, rel=1e-12)
-    tuned = _kang().calibrate(3.0, PROBLEM, SERVER, 10, **C)
+    tuned = _kang().calibrate(3.0, PROBLEM, SERVER, 10, **CD)
     assert tuned.noise.scale_at(0, N) == pytest.approx(tuned.sigma, rel=1e-15)
     tuned = _ternary().calibrate(3.0, PROBLEM, UNDIRECTED, 10, **C)
     assert tuned.quantizer.a == 1.0 and tuned.quantizer.b > 1.0
 
 
 def test_delta_is_an_assumption():
-    # kang: epsilon at the assumptions' delta (default 1e-5); yan: delta0, delta_prime derived
-    # from it, and the reported delta never above it
+    # kang: epsilon at the assumptions' delta (given: none is assumed); yan: delta0,
+    # delta_prime derived from it, and the reported delta never above it
     alg = _kang()
-    assert alg.privacy(PROBLEM, SERVER, 10, **C).delta == 1e-5
+    with pytest.raises(ParameterError, match=r"delta=None .* \(none is assumed\)"):
+        alg.privacy(PROBLEM, SERVER, 10, **C)
+    assert alg.privacy(PROBLEM, SERVER, 10, **CD).delta == 1e-5
     assert alg.privacy(PROBLEM, SERVER, 10, delta=1e-7, **C).delta == 1e-7
     assert (alg.privacy(PROBLEM, SERVER, 10, delta=1e-7, **C).epsilon
-            > alg.privacy(PROBLEM, SERVER, 10, **C).epsilon)
+            > alg.privacy(PROBLEM, SERVER, 10, **CD).epsilon)
     y = _yan()
     assert y.privacy(PROBLEM, SERVER, 10, **C).delta == pytest.approx(10 * 1e-6)
     g = y.privacy(PROBLEM, SERVER, 10, delta=1e-3, **C)
@@ -239,10 +244,10 @@ def test_pld_is_below_the_pure_epsilon(make, graph):
 
 def test_kang_generic_accounts_are_the_unamplified_theorem():
     alg = _kang(2.0)
-    unamplified = alg.privacy(PROBLEM, SERVER, 20, subsampled=False, **C)
-    amplified = alg.privacy(PROBLEM, SERVER, 20, **C)
-    rdp = alg.privacy(PROBLEM, SERVER, 20, accountant="rdp", **C)
-    pld = alg.privacy(PROBLEM, SERVER, 20, accountant="pld", **C)
+    unamplified = alg.privacy(PROBLEM, SERVER, 20, subsampled=False, **CD)
+    amplified = alg.privacy(PROBLEM, SERVER, 20, **CD)
+    rdp = alg.privacy(PROBLEM, SERVER, 20, accountant="rdp", **CD)
+    pld = alg.privacy(PROBLEM, SERVER, 20, accountant="pld", **CD)
     assert unamplified.epsilon == pytest.approx(kang.epsilon(2.0, 1.0, 10, 40, 20, 1e-5, False))
     assert rdp.epsilon == pytest.approx(unamplified.epsilon, rel=1e-9)
     assert amplified.epsilon < rdp.epsilon and pld.epsilon < rdp.epsilon

@@ -249,7 +249,7 @@ def test_calibrated_noise_is_what_runs():
     alg = DPDO(0.3, 0.9, 0.95, M=1.0).calibrate(2.0, PROBLEM, RING, 12, gradient_bound=1.0)
     assert alg.noise.scale_at(0, N)[0] == alg.M != 1.0
     d = DOADP(0.1, 0.1, 0.1, sigma=1.0, clip=1.0).calibrate(0.5, RECORDS, RING, 12,
-                                                             accountant="rdp")
+                                                             accountant="rdp", delta=1e-5)
     assert d._noise.scale_at(0, N)[0] == d.sigma != 1.0
     o = DOLA(0.5, 0.5, 1.0).calibrate(3.0, PROBLEM, RING, 12, gradient_bound=1.0)
     assert o.noise.scale_at(1, N)[0] == o.noise_scale != 1.0

@@ -52,7 +52,8 @@ def check_alpha(name: str, alpha: float, compressor: Compressor, d: int) -> None
 def register_xie_accountant(cls, which: str, second: str, label: str) -> None:
     """Register paper 000's theorems as accountant ``"xie"`` of ``cls`` (DiaDSP and PGTC:
     ``which="pgtc"``, second noise ``noise_y``; PPDC: ``"ppdc"``, ``noise_v``, with its omega)."""
-    @accountants.register(cls, "xie", f"{label} of paper 000 (variant: sound, printed, derived)")
+    @accountants.register(cls, "xie", f"{label} of paper 000 (variant: sound, printed, derived)",
+                          pure=True)
     def xie_accountant(alg, problem, graph, iterations, assumptions, variant: str = "sound"):
         """Finite horizon: gradient_bound M (from the problem when it knows one);
         ``iterations=None``: adjacency_radius delta; ``variant``: "sound" (default),

@@ -20,6 +20,8 @@ too (``laplace``, ``rdp``, ``pld``). Algorithms whose mechanism is not a Laplace
 from __future__ import annotations
 
 import copy
+import functools
+import inspect
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -83,6 +85,31 @@ class Algorithm(ABC):
     paper: ClassVar[str] = ""
     private: ClassVar[bool] = False
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every constructor is followed by :meth:`_check_noise_arguments`, so a wrong noise
+        argument fails where it is written, not iterations later inside a run."""
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            return
+
+        @functools.wraps(init)
+        def checked(self, *args: Any, **kw: Any) -> None:
+            init(self, *args, **kw)
+            if type(self).__init__ is checked:      # the outermost constructor checks once
+                self._check_noise_arguments(init)
+
+        cls.__init__ = checked
+
+    def _check_noise_arguments(self, init) -> None:
+        """A constructor parameter annotated as a Noise holds one after construction."""
+        for pname, param in inspect.signature(init).parameters.items():
+            if "Noise" in str(param.annotation) and hasattr(self, pname):
+                value = getattr(self, pname)
+                if not isinstance(value, Noise):
+                    raise ParameterError(pname, value, "a noise object from dpnet.noise, e.g. "
+                                         "Laplace(scale, decay=q) or Gaussian(scale)")
+
     @abstractmethod
     def init(self, ctx: Context, x0: torch.Tensor) -> State:
         """Initial state from the local rows of x0."""
@@ -124,6 +151,8 @@ class Algorithm(ABC):
         smallest common factor whose guarantee, by ``accountant``, is at most ``epsilon``
         (:func:`dpnet.privacy.calibration.calibrate`: never above the target). Give ``delta``
         (an assumption) for an (epsilon, delta) accountant."""
+        require(isinstance(epsilon, int | float) and not isinstance(epsilon, bool)
+                and 0 < epsilon < math.inf, "epsilon", epsilon, "a target 0 < epsilon < inf")
         names = (over,) if isinstance(over, str) else tuple(over or self.noise_attributes)
         require(bool(names), "over", over, f"attributes of {self.name} to scale (it has no "
                 "noise_attributes)")

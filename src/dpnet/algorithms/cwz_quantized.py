@@ -125,7 +125,7 @@ class CWZQuantized(Algorithm):
             for g, r in enumerate(levels.tolist())]
 
 
-@accountants.register(CWZQuantized, "chen_wang_zhang")
+@accountants.register(CWZQuantized, "chen_wang_zhang", pure=True)
 def chen_wang_zhang_accountant(alg, problem, graph, iterations, assumptions) -> PrivacyGuarantee:
     """Laplace on the state, ``sum_k Delta_k/sigma_k`` over k = 0..iterations-1 (Appendix F-type
     recursion, reconstructed); C from exactly one of ``gradient_bound`` (l2: l1 constant

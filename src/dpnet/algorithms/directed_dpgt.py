@@ -138,7 +138,7 @@ class DirectedDPGT(Algorithm):
                              K, self.form, norm, assumptions.smoothness)
 
 
-@accountants.register(DirectedDPGT, "chen_wang_zhang")
+@accountants.register(DirectedDPGT, "chen_wang_zhang", pure=True)
 def chen_wang_zhang_accountant(alg, problem, graph, iterations, assumptions) -> PrivacyGuarantee:
     """Lemma 5 of paper 003 over the ``iterations`` observed messages (k = 0..iterations-1) for
     the algorithm's form; C (Definition 3) from exactly one of ``gradient_bound`` (l2: l1

@@ -38,4 +38,4 @@ class DMOD(DOLA):
 
 
 accountants.register(DMOD, "yuan", "DMOD's own budget (Yuan, Lei & Hong 2023): DOLA's Laplace "
-                     "argument, variant 'published' or 'all-data'")(own_accountant)
+                     "argument, variant 'published' or 'all-data'", pure=True)(own_accountant)

@@ -99,4 +99,4 @@ def own_accountant(alg, problem, graph, iterations, assumptions, variant: str = 
                                     alg.reference, n)
 
 
-accountants.register(DOLA, "li")(own_accountant)
+accountants.register(DOLA, "li", pure=True)(own_accountant)

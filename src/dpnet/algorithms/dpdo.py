@@ -171,7 +171,7 @@ class DPDO(BoxConstrained, Algorithm):
                              gradient_bound=gradient_bound, adjacency="function")
 
 
-@accountants.register(DPDO, "huang")
+@accountants.register(DPDO, "huang", pure=True)
 def huang_accountant(alg, problem, graph, iterations, assumptions):
     """Laplace composition over DPDO's messages (Huang, Mitra & Vaidya 2015; derived in dpdo.py):
     gradient_bound G (or an l2 clip), adjacency "function" (default) or "record";

@@ -151,7 +151,7 @@ class DPP2(Algorithm):
         return DPP2(self.alpha, self.beta, self.rho, self.eta, w, e, self.P)
 
 
-@accountants.register(DPP2, "ou")
+@accountants.register(DPP2, "ou", pure=True)
 def ou_accountant(alg, problem, graph, iterations, assumptions, variant: str = "conservative"):
     """Theorem 3 of paper 004 (adjacency_radius delta required; ``variant`` "conservative" sums
     k = 0..K, "printed" k = 1..K; the smoothness assumption overrides the problem's Mbar)."""

@@ -105,11 +105,11 @@ class KangWDDP(Algorithm):
 def kang_accountant(alg, problem, graph, iterations, assumptions,
                     subsampled: bool = True) -> PrivacyGuarantee:
     """RDP-accounted Gaussian releases (see :mod:`dpnet.privacy.kang`) at the assumption
-    ``delta`` (default 1e-5); C from exactly one of ``gradient_bound`` (l2) or
+    ``delta`` (given: none is assumed); C from exactly one of ``gradient_bound`` (l2) or
     ``l1_gradient_bound``; D = the problem's local sample count; ``subsampled``: credit the
     sampling of m of D without replacement (default)."""
     C = alg._check(iterations, assumptions)
-    delta = assumptions.delta if assumptions.delta is not None else accountants.DEFAULT_DELTA
+    delta = accountants.required_delta(assumptions, "kang")
     D = getattr(problem, "m", None)
     require(isinstance(D, int | np.integer), "problem.m", D, "a local sample count")
     eps = kang.epsilon(alg.sigma, C, alg.batch, int(D), iterations, delta, subsampled)

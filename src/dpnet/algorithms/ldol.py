@@ -99,7 +99,7 @@ class LDOL(BoxConstrained, Algorithm):
                                         assumptions.l1_gradient_bound)
 
 
-@accountants.register(LDOL, "chen_wang")
+@accountants.register(LDOL, "chen_wang", pure=True)
 def chen_wang_accountant(alg, problem, graph, iterations, assumptions):
     """[DERIVED] Theorem 5(1)'s argument (paper 002) applied to LDOL (17), finite horizon; needs
     the l1_gradient_bound d."""

@@ -137,7 +137,7 @@ class LDPOnline(Algorithm):
                                               assumptions.l1_gradient_bound)
 
 
-@accountants.register(LDPOnline, "chen_wang")
+@accountants.register(LDPOnline, "chen_wang", pure=True)
 def chen_wang_accountant(alg, problem, graph, iterations, assumptions):
     """Lemma 1 + Theorem 5(1) of paper 002 over iterations = T (messages y_1..y_T); needs the
     l1_gradient_bound d of Assumption 5. Theorem 5(2) (T = inf) is not computed."""

@@ -127,7 +127,7 @@ class WangBasarTernary(Algorithm):
     noise_attributes = ("quantizer",)           # its margin b - a, by TernaryDP.scaled
 
 
-@accountants.register(WangBasarTernary, "wang_basar")
+@accountants.register(WangBasarTernary, "wang_basar", pure=True)
 def wang_basar_accountant(alg, problem, graph, iterations, assumptions) -> PrivacyGuarantee:
     """Releases at k = 0..iterations-1, each ``Delta_1/(b - a)``-DP, basic composition; C from
     exactly one of ``gradient_bound`` (l2: l1 constant ``sqrt(d) C``) or ``l1_gradient_bound``

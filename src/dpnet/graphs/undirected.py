@@ -297,7 +297,13 @@ def from_spec(spec: dict) -> Graph:
     spec = dict(spec)
     name = spec.pop("name", None)
     if name == "explicit":
-        return from_weights(np.asarray(spec["W"], dtype=np.float64))
+        require("W" in spec, "graph.W", None, "an explicit weight matrix, W = [[...], ...]")
+        try:
+            W = np.asarray(spec["W"], dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ParameterError("graph.W", spec["W"], "a square matrix of numbers (rows of "
+                                 "equal length)") from None
+        return from_weights(W)
     if not isinstance(name, str) or name not in CONSTRUCTORS:
         raise UnknownNameError("graph", str(name), list(CONSTRUCTORS) + ["explicit"])
     if "offsets" in spec:

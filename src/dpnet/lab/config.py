@@ -152,8 +152,9 @@ def _table(cfg: dict, key: str) -> dict:
         hint = (f' (a table: [{key}] with name = "{value}" and its parameters)'
                 if isinstance(value, str) else "")
         raise ParameterError(key, value, f"a [{key}] table with a name{hint}")
-    if "name" not in value:
-        raise ParameterError(f"{key}.name", None, f"the {key}'s name (dpnet list)")
+    if not isinstance(value.get("name"), str):
+        raise ParameterError(f"{key}.name", value.get("name"), f"the {key}'s name, a string "
+                             "(dpnet list)")
     return value
 
 
@@ -327,5 +328,12 @@ def algorithm_from_flags(name: str, params: dict[str, Any]) -> algorithms.Algori
     kwargs.update(params)
     unknown = sorted(set(kwargs) - accepted)
     if unknown:
-        raise UnknownNameError(f"parameter of {name}", unknown[0], accepted)
+        raise UnknownNameError(f"{name} parameter", unknown[0], accepted)
+    required = [p.name for p in inspect.signature(cls.__init__).parameters.values()
+                if p.name != "self" and p.default is inspect.Parameter.empty
+                and p.kind is not p.VAR_KEYWORD and p.kind is not p.VAR_POSITIONAL]
+    missing = [p for p in required if p not in kwargs]
+    if missing:
+        raise ParameterError(f"--{missing[0].replace('_', '-')}", None,
+                             f"a value ({name} needs {', '.join(missing)})")
     return _built("algorithm", lambda: cls(**kwargs))

@@ -91,8 +91,9 @@ def md_table(rows: Sequence[dict[str, Any]], keys: Sequence[str] | None = None) 
 
 
 def write_csv(rows: Sequence[dict[str, Any]], path: str | Path,
-              keys: Sequence[str] | None = None) -> Path:
-    """One CSV line per row over ``keys`` (default: all); absent or None cells are empty."""
+              keys: Sequence[str] | None = None, rounded: bool = False) -> Path:
+    """One CSV line per row over ``keys`` (default: all); absent or None cells are empty.
+    Numbers at full precision unless ``rounded`` (6 significant digits, as the tables)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     keys = list(keys) if keys is not None else columns(rows)
@@ -100,5 +101,6 @@ def write_csv(rows: Sequence[dict[str, Any]], path: str | Path,
         w = csv.DictWriter(fh, fieldnames=keys, extrasaction="ignore")
         w.writeheader()
         for r in rows:
-            w.writerow({k: "" if r.get(k) is None else cell(r.get(k)) for k in keys})
+            w.writerow({k: "" if r.get(k) is None else cell(r.get(k)) if rounded else r.get(k)
+                        for k in keys})
     return path

@@ -17,13 +17,16 @@ import contextlib
 import hashlib
 import json
 import math
+import multiprocessing
 import os
 import shutil
+import signal
 import socket
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -152,14 +155,15 @@ def run_folder() -> Path:
     return folder
 
 
-def _compute(fn: Callable, params: dict, key: str, root: str, threads: int) -> dict:
+def _compute(fn: Callable, params: dict, key: str, root: str, threads: int) -> tuple[dict, str]:
+    """``(result, "ran" | "cached")`` of one run, computing it unless its result is stored."""
     if threads:
         torch.set_num_threads(threads)
     path = Path(root) / f"{key}.json"
     if path.exists():
         with contextlib.suppress(OSError):      # last use, for prune(); a read-only cache is fine
             os.utime(path)
-        return json.loads(path.read_text())
+        return json.loads(path.read_text()), "cached"
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = Path(root) / f"{key}.lock"          # prune() leaves a run alone while it computes
     lock.write_text(f"{socket.gethostname()} {os.getpid()}")
@@ -167,6 +171,7 @@ def _compute(fn: Callable, params: dict, key: str, root: str, threads: int) -> d
     try:
         result = fn(**params)
         _check_result(fn, params, result)
+        # written whole or not at all: an interrupted run is never read back as done
         with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, prefix=f"{key}.",
                                          suffix=".tmp") as fh:
             json.dump(_jsonable(result), fh)
@@ -175,7 +180,7 @@ def _compute(fn: Callable, params: dict, key: str, root: str, threads: int) -> d
     finally:
         _STATE["folder"] = None
         lock.unlink(missing_ok=True)
-    return json.loads(path.read_text())
+    return json.loads(path.read_text()), "ran"
 
 
 def _check_result(fn, params, result) -> None:
@@ -197,12 +202,66 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def execute(runs: Sequence[Run], jobs: int = 1, log: Callable[[str], None] | None = None
-            ) -> Table:
+def _recorded(fn: Callable, params: dict, key: str, root: str, threads: int) -> tuple[dict, str]:
+    """:func:`_compute`, with a failure returned as ``({"error": ...}, "failed")`` (not stored,
+    so the next batch tries it again)."""
+    try:
+        return _compute(fn, params, key, root, threads)
+    except Exception as err:   # noqa: BLE001 - the batch goes on; the row says what failed
+        return {"error": f"{type(err).__name__}: {err}"}, "failed"
+
+
+def _die_with_parent(parent: int) -> None:
+    """Worker initializer: end this worker when the process that started it dies (a ``kill -9``
+    of ``dpnet sweep`` must not leave orphans computing): the kernel's parent-death signal where
+    there is one (Linux), and a watcher thread everywhere."""
+    # Ctrl-C reaches the whole process group: the parent alone handles it (and ends us), so a
+    # worker's KeyboardInterrupt never turns into a broken pool and a traceback
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _pool(jobs: int) -> ProcessPoolExecutor:
+    """Worker processes that die with this one; forked (cheap) unless CUDA is initialised here,
+    whose state a fork would copy unusable."""
+    method = "spawn" if torch.cuda.is_initialized() else "fork"
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context(method),
+                               initializer=_die_with_parent, initargs=(os.getpid(),))
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Cancel what has not started and end the workers now (their runs' results were not written,
+    so nothing half-done is kept)."""
+    workers = list((getattr(pool, "_processes", None) or {}).values())   # no public handle
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in workers:
+        with contextlib.suppress(Exception):
+            proc.kill()
+
+
+def execute(runs: Sequence[Run], jobs: int = 1, log: Callable[[str], None] | None = None,
+            errors: str = "raise") -> Table:
     """Run (or read back from the cache) every run; one table row per run: its tags, then its
-    result's fields. Identical runs are computed once."""
+    result's fields. Identical runs are computed once. ``errors="record"``: a run that fails
+    does not stop the batch; every row then also has ``run_status`` (ran, cached or failed) and
+    ``run_error``. Ctrl-C ends the workers at once and raises :class:`KeyboardInterrupt`."""
     if jobs < 1:
         raise ParameterError("jobs", jobs, "a positive number of worker processes")
+    if errors not in ("raise", "record"):
+        raise ParameterError("errors", errors, "'raise' or 'record'")
     if _STATE["planning"]:
         total, done = cached(runs)
         if done < total:        # a spec that needs results to name its runs (a chosen parameter)
@@ -210,22 +269,40 @@ def execute(runs: Sequence[Run], jobs: int = 1, log: Callable[[str], None] | Non
     root = str(cache_root())
     run_keys = [r.key for r in runs]
     todo = {k: r for k, r in zip(run_keys, runs)}
-    results: dict[str, dict] = {}
+    compute = _recorded if errors == "record" else _compute
+    results: dict[str, tuple[dict, str]] = {}
+
+    def done(k: str) -> None:
+        if log:
+            status = results[k][1]
+            log(f"[{len(results)}/{len(todo)}] {_label(todo[k])}"
+                + (f": {status}" if errors == "record" else "")
+                + (f" ({results[k][0]['error']})" if status == "failed" else ""))
+
     if jobs == 1 or len(todo) == 1:
         with torch_threads(1):
-            for i, (k, r) in enumerate(todo.items()):
-                results[k] = _compute(r.fn, dict(r.params), k, root, 0)
-                if log:
-                    log(f"[{i + 1}/{len(todo)}] {_label(r)}")
+            for k, r in todo.items():
+                results[k] = compute(r.fn, dict(r.params), k, root, 0)
+                done(k)
     else:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            futures = {k: pool.submit(_compute, r.fn, dict(r.params), k, root, 1)
+        pool = _pool(jobs)
+        try:
+            futures = {pool.submit(compute, r.fn, dict(r.params), k, root, 1): k
                        for k, r in todo.items()}
-            for i, (k, fut) in enumerate(futures.items()):
-                results[k] = fut.result()
-                if log:
-                    log(f"[{i + 1}/{len(todo)}] {_label(todo[k])}")
-    return Table([{**r.tags, **results[k]} for k, r in zip(run_keys, runs)])
+            for fut in as_completed(futures):
+                results[futures[fut]] = fut.result()
+                done(futures[fut])
+        except BaseException:
+            _stop(pool)
+            raise
+        pool.shutdown(wait=True)
+    rows = []
+    for k, r in zip(run_keys, runs):
+        result, status = results[k]
+        extra = {"run_status": status, "run_error": result.get("error", "")} \
+            if errors == "record" else {}
+        rows.append({**r.tags, **(result if status != "failed" else {}), **extra})
+    return Table(rows)
 
 
 def cached(runs: Sequence[Run]) -> tuple[int, int]:

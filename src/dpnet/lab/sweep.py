@@ -2,33 +2,36 @@
 
     dpnet sweep CONFIG --set algorithm.eta=0.05,0.1,0.2 --seeds 0-4 --jobs 4 --out DIR
 
-A sweep is the Cartesian product of the ``--set`` value lists and the seeds. Each point is one
-:func:`dpnet.lab.config.run` written to ``DIR/runs/<hash>/``, where the hash is taken over the
-point's fully resolved configuration: a point whose folder already holds a complete
-``summary.json`` is read back instead of rerun, and changing anything in the configuration changes
-the key. The points are aggregated in ``DIR/sweep.csv`` (one row each) and ``DIR/sweep.png``.
+A sweep is the Cartesian product of the ``--set`` value lists and the seeds (at most
+:data:`MAX_POINTS`). Each point is one :func:`dpnet.lab.config.run` of its fully resolved
+configuration, computed through the run store (:mod:`dpnet.lab.store`: one cache keyed by the code
+and the configuration, parallel workers that die with the sweep, a result written whole or not at
+all), so an interrupted sweep resumes point by point and a point already computed, in this sweep
+or any other, is read back. Each point's files go to ``DIR/runs/<hash of its configuration>/``
+(``config.json``, ``history.csv``, ``summary.json``); the points are aggregated in
+``DIR/sweep.csv`` (one row each, failed points with their error) and ``DIR/sweep.png``.
 """
 
 from __future__ import annotations
 
 import copy
-import csv
 import hashlib
 import itertools
 import json
 import math
 import os
-import traceback
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
 from ..errors import ParameterError
-from . import config, report
+from . import config as lab_config
+from . import report, store
 
 #: final metrics copied from each point's summary.json into sweep.csv
 METRICS = ("objective", "grad_norm_sq", "consensus", "distance")
+#: the largest grid one sweep runs (a range typed with one digit too many is refused, not run)
+MAX_POINTS = 10_000
 #: columns of sweep.csv after the swept keys
 COLUMNS = ("seed", "status", *METRICS, "bits", "epsilon", "wall_time_s", "run", "error")
 
@@ -59,12 +62,12 @@ def _split_top_level(text: str) -> list[str]:
 
 def parse_set(text: str) -> tuple[str, list[Any]]:
     """``"algorithm.eta=0.05,0.1"`` -> ("algorithm.eta", [0.05, 0.1])."""
-    parts, values = config.parse_assignment(text)
+    parts, values = lab_config.parse_assignment(text)
     items = _split_top_level(values)
     if not values or any(not v for v in items):
         raise ParameterError(f"--set {'.'.join(parts)}", values, "a comma-separated list of "
                              "non-empty values, e.g. --set algorithm.eta=0.05,0.1")
-    return ".".join(parts), [config.parse_value(v) for v in items]
+    return ".".join(parts), [lab_config.parse_value(v) for v in items]
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -76,10 +79,16 @@ def parse_seeds(text: str) -> list[int]:
             rng = range(int(lo), int(hi) + 1) if sep else [int(lo)]
             if sep and int(hi) < int(lo):
                 raise ValueError(item)
+            if len(seeds) + len(rng) > MAX_POINTS:     # counted before a list is made of it
+                raise ParameterError("--seeds", text, f"at most {MAX_POINTS} seeds")
             seeds.extend(rng)
+    except ParameterError:
+        raise
     except ValueError:
         raise ParameterError("--seeds", text, "non-negative integers as a range 0-4 (inclusive) "
                              "or a list 0,2,7") from None
+    if any(s >= 2 ** 63 for s in seeds):
+        raise ParameterError("--seeds", text, "seeds below 2**63")
     if len(set(seeds)) != len(seeds):
         raise ParameterError("--seeds", text, "each seed at most once")
     return seeds
@@ -95,6 +104,10 @@ def grid(sets: list[str], seeds: list[int]) -> tuple[list[str], list[dict[str, A
                              "--set)")
     if "seed" in keys:
         raise ParameterError("--set", "seed", "seeds given by --seeds, not --set")
+    count = math.prod(len(v) for _, v in parsed) * len(seeds)
+    if count > MAX_POINTS:
+        raise ParameterError("--set/--seeds", f"{count} points", f"at most {MAX_POINTS} points "
+                             "in one sweep (split it)")
     points = [dict(zip(keys, combo), seed=seed)
               for combo in itertools.product(*(v for _, v in parsed)) for seed in seeds]
     return keys, points
@@ -104,7 +117,7 @@ def point_config(base: dict[str, Any], point: dict[str, Any]) -> dict[str, Any]:
     """The resolved configuration of one point (overrides applied to a copy of ``base``)."""
     cfg = copy.deepcopy(base)
     for key, value in point.items():
-        config.set_path(cfg, key.split("."), value)
+        lab_config.set_path(cfg, key.split("."), value)
     return cfg
 
 
@@ -119,22 +132,19 @@ def config_hash(cfg: dict[str, Any]) -> str:
 # -- one point -------------------------------------------------------------------------------
 
 
+def point(config: dict[str, Any]) -> dict[str, Any]:
+    """The run of one resolved configuration, as the store keeps it: the summary (final
+    metrics, bits, privacy, timing) and the history."""
+    res = lab_config.run(config, None, quiet=True)
+    return {"summary": res.summary(), "history": res.history}
+
+
 def _float(v: Any) -> float:
-    """summary.json writes non-finite numbers as "nan"/"inf" strings."""
+    """Stored results spell non-finite numbers as "nan"/"inf" strings."""
     try:
         return float(v)
     except (TypeError, ValueError):
         return math.nan
-
-
-def read_summary(run_dir: Path) -> dict[str, Any] | None:
-    """The point's summary.json if it is complete (parses and has final metrics), else None:
-    an interrupted run leaves no or a partial file and is then rerun."""
-    try:
-        summary = json.loads((run_dir / "summary.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return summary if isinstance(summary.get("final"), dict) else None
 
 
 def main_metric(final: dict[str, Any]) -> str:
@@ -158,27 +168,19 @@ def record(summary: dict[str, Any], status: str) -> dict[str, Any]:
     return row
 
 
-def run_point(cfg: dict[str, Any], run_dir: str, threads: int = 0) -> dict[str, Any]:
-    """Run one point (in a worker process or in-process) and return its row fields; any error
-    becomes the row's error text so one bad point never stops the sweep."""
-    run_dir_p = Path(run_dir)
-    cached = read_summary(run_dir_p)
-    if cached is not None:
-        return record(cached, "cached")
-    if threads:
-        import torch
-
-        torch.set_num_threads(threads)
-    run_dir_p.mkdir(parents=True, exist_ok=True)
-    (run_dir_p / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True,
-                                                      default=str))
-    try:
-        res = config.run(cfg, run_dir_p, quiet=True)
-    except Exception as err:   # noqa: BLE001 - recorded in sweep.csv, the sweep goes on
-        (run_dir_p / "error.txt").write_text(traceback.format_exc())
-        return {"status": "failed", "error": f"{type(err).__name__}: {err}"}
-    (run_dir_p / "error.txt").unlink(missing_ok=True)
-    return record(res.summary(), "ran")
+def write_point(folder: Path, cfg: dict[str, Any], result: dict[str, Any]) -> None:
+    """``config.json``, ``history.csv`` and, last, ``summary.json`` of one point (a folder that
+    already has its summary is left as it is: the point's result does not change)."""
+    if (folder / "summary.json").exists():
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True, default=str))
+    history = result["history"]
+    report.write_csv([dict(zip(history, row)) for row in zip(*history.values())],
+                     folder / "history.csv")
+    tmp = folder / "summary.json.tmp"
+    tmp.write_text(json.dumps(result["summary"], indent=2))
+    os.replace(tmp, folder / "summary.json")
 
 
 # -- the sweep -------------------------------------------------------------------------------
@@ -187,45 +189,27 @@ def run_point(cfg: dict[str, Any], run_dir: str, threads: int = 0) -> dict[str, 
 def sweep(base: dict[str, Any], sets: list[str], seeds: list[int], out: Path, jobs: int = 1,
           device: str | None = None, log: Callable[[str], None] | None = None
           ) -> list[dict[str, Any]]:
-    """Run (or read back) every point; write ``out/sweep.csv`` and ``out/sweep.png``; return the
-    rows. Every key is checked before the first run starts."""
+    """Run (or read back from the run store) every point; write ``out/runs/<hash>/`` per point,
+    ``out/sweep.csv`` and ``out/sweep.png``; return the rows. Every key of every point is
+    checked before the first run starts."""
     if jobs < 1:
         raise ParameterError("--jobs", jobs, "a positive number of worker processes")
     keys, points = grid(sets, seeds)
     if device is not None:
-        base = config.apply_overrides(base, [f"device={device!r}"])
-    configs = [point_config(base, p) for p in points]
-    for cfg in configs:
-        config.validate(cfg)
-    out = Path(out)
-    dirs = [out / "runs" / config_hash(cfg) for cfg in configs]
-    rows: list[dict[str, Any]] = [dict() for _ in points]
-
-    def done(i: int, fields: dict[str, Any]) -> None:
-        rows[i] = {**points[i], "run": dirs[i].name, **fields}
-        if log:
-            label = ", ".join(f"{k}={v}" for k, v in points[i].items())
-            extra = fields.get("error") or ""
-            log(f"[{sum(bool(r) for r in rows)}/{len(points)}] {label}: {fields['status']}"
-                + (f" ({extra})" if extra else ""))
-
-    if jobs == 1:
-        for i, cfg in enumerate(configs):
-            done(i, run_point(cfg, str(dirs[i])))
-    else:
-        import multiprocessing
-
-        threads = max(1, (os.cpu_count() or 1) // jobs)
-        ctx = multiprocessing.get_context("spawn")   # no forked torch/CUDA state in workers
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            futures = {pool.submit(run_point, cfg, str(dirs[i]), threads): i
-                       for i, cfg in enumerate(configs)}
-            for fut in as_completed(futures):
-                i = futures[fut]
-                try:
-                    done(i, fut.result())
-                except Exception as err:   # noqa: BLE001 - a crashed worker fails one point
-                    done(i, {"status": "failed", "error": f"{type(err).__name__}: {err}"})
+        base = lab_config.apply_overrides(base, [f"device={device!r}"])
+    configs = [lab_config.validate(point_config(base, p)) for p in points]
+    out = report.require_folder("--out", out)
+    runs = [store.Run(point, {"config": cfg}, tags={"index": i}) for i, cfg in enumerate(configs)]
+    table = store.execute(runs, jobs=jobs, log=log, errors="record")
+    rows = []
+    for p, cfg, result in zip(points, configs, table.rows):
+        folder = out / "runs" / config_hash(cfg)
+        row = {**p, "run": folder.name}
+        if result["run_status"] == "failed":
+            rows.append({**row, "status": "failed", "error": result["run_error"]})
+            continue
+        write_point(folder, cfg, result)
+        rows.append({**row, **record(result["summary"], result["run_status"])})
     write_csv(rows, keys, out / "sweep.csv")
     plot(rows, keys, out / "sweep.png")
     return rows
@@ -233,13 +217,7 @@ def sweep(base: dict[str, Any], sets: list[str], seeds: list[int], out: Path, jo
 
 def write_csv(rows: list[dict[str, Any]], keys: list[str], path: Path) -> Path:
     """One row per point: the swept keys, then :data:`COLUMNS`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=[*keys, *COLUMNS], extrasaction="ignore")
-        w.writeheader()
-        for row in rows:
-            w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in [*keys, *COLUMNS]})
-    return path
+    return report.write_csv(rows, path, [*keys, *COLUMNS])
 
 
 def plot(rows: list[dict[str, Any]], keys: list[str], path: Path) -> Path | None:

@@ -10,7 +10,7 @@ Built-in generic accountants:
 
 * ``laplace``: basic composition of the Laplace releases, ``sum_t Delta_t / b_t`` (pure epsilon);
 * ``rdp``: dp-accounting's Renyi-DP accountant over the Laplace / Gaussian (Poisson-subsampled)
-  releases, epsilon at the assumptions' ``delta`` (default 1e-5);
+  releases, epsilon at the assumptions' ``delta`` (which must be given: none is assumed);
 * ``pld``: dp-accounting's privacy-loss-distribution accountant over the same events: the
   tightest (epsilon, delta) dpnet has (pessimistic discretisation, so never below the truth).
 
@@ -36,7 +36,13 @@ from .assumptions import ASSUMPTIONS, Assumptions, check_names
 from .guarantee import PrivacyGuarantee
 from .mechanism import Mechanism, Releases
 
-DEFAULT_DELTA = 1e-5
+
+def required_delta(assumptions: Assumptions, accountant: str) -> float:
+    """The delta an (epsilon, delta) accountant reports epsilon at: given, never assumed."""
+    if assumptions.delta is None:
+        raise ParameterError("delta", None, f"a delta for the (epsilon, delta) accountant "
+                             f"{accountant!r}, e.g. delta=1e-5 (none is assumed)")
+    return assumptions.delta
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,8 @@ class Accountant:
     description: str
     #: the algorithm class it serves (and its subclasses); None: every algorithm with a mechanism
     cls: type | None = None
+    #: pure epsilon-DP (delta = 0): a delta given to it would go unused, so it is refused
+    pure: bool = False
 
     @property
     def generic(self) -> bool:
@@ -67,28 +75,38 @@ def _key(cls: type | None, name: str) -> str:
     return f"{'*' if cls is None else cls.__module__ + '.' + cls.__qualname__}:{name}"
 
 
-def register(cls: type, name: str, description: str = "") -> Callable:
-    """Decorator: ``fn`` is accountant ``name`` of ``cls`` (and of its subclasses)."""
+def register(cls: type, name: str, description: str = "", pure: bool = False) -> Callable:
+    """Decorator: ``fn`` is accountant ``name`` of ``cls`` (and of its subclasses); ``pure``: it
+    gives pure epsilon-DP."""
     registrant = sys._getframe(1).f_globals.get("__name__", "?")
 
     def deco(fn):
         summary = description or (fn.__doc__ or "").strip().split("\n")[0]
-        ACCOUNTANTS.register(_key(cls, name), Accountant(name, fn, summary, cls),
+        ACCOUNTANTS.register(_key(cls, name), Accountant(name, fn, summary, cls, pure),
                              registrant=registrant)
         return fn
     return deco
 
 
-def register_generic(name: str, description: str) -> Callable:
+def register_generic(name: str, description: str, pure: bool = False) -> Callable:
     """Decorator: ``fn(algorithm, problem, graph, iterations, assumptions, **options)`` serves
     every algorithm with a mechanism description."""
     registrant = sys._getframe(1).f_globals.get("__name__", "?")
 
     def deco(fn):
-        ACCOUNTANTS.register(_key(None, name), Accountant(name, fn, description),
+        ACCOUNTANTS.register(_key(None, name), Accountant(name, fn, description, pure=pure),
                              registrant=registrant)
         return fn
     return deco
+
+
+def is_pure(name: str) -> bool:
+    """Whether the accountants called ``name`` give pure epsilon-DP (a name means one kind of
+    guarantee for every algorithm that has it; the layout test checks that they agree)."""
+    kinds = {a.pure for a in ACCOUNTANTS.values() if a.name == name}
+    if not kinds:
+        raise UnknownNameError("accountant", name, {a.name for a in ACCOUNTANTS.values()})
+    return kinds == {True}
 
 
 def describes_mechanism(algorithm) -> bool:
@@ -134,8 +152,12 @@ def account(algorithm, problem, graph, iterations: int | None,
                 list(ASSUMPTIONS) + list(acc.options))
     given = {k: v for k, v in constants.items() if k in ASSUMPTIONS}
     options = {k: v for k, v in constants.items() if k not in ASSUMPTIONS}
-    return acc.fn(algorithm, problem, graph, iterations, Assumptions.of(assumptions, **given),
-                  **options)
+    facts = Assumptions.of(assumptions, **given)
+    if acc.pure and facts.delta is not None:
+        raise ParameterError("delta", facts.delta, f"no delta: the {name!r} accountant of "
+                             f"{algorithm.name} gives pure epsilon-DP (delta = 0), so a delta "
+                             "given to it would go unused")
+    return acc.fn(algorithm, problem, graph, iterations, facts, **options)
 
 
 # ---- generic accountants ----------------------------------------------------------------------
@@ -170,7 +192,7 @@ def per_agent(algorithm, problem, graph, iterations, assumptions, epsilon_of, la
 
 
 @register_generic("laplace", "basic composition of Laplace releases, sum_t Delta_t / b_t (pure "
-                  "epsilon)")
+                  "epsilon)", pure=True)
 def laplace_accountant(algorithm, problem, graph, iterations, assumptions) -> PrivacyGuarantee:
     def epsilon(mech: Mechanism) -> float:
         total = 0.0
@@ -250,19 +272,21 @@ def _pure_epsilon(mech: Mechanism) -> float:
 
 def _dp_accounting_accountant(kind: str, label: str) -> Callable[..., PrivacyGuarantee]:
     def accountant(algorithm, problem, graph, iterations, assumptions) -> PrivacyGuarantee:
-        delta = assumptions.delta or DEFAULT_DELTA
+        # the mechanism's own checks (which gradient bound) come first, then the missing delta
         return per_agent(algorithm, problem, graph, iterations, assumptions,
-                          lambda m: _dp_accounting_epsilon(m, delta, kind),
-                          f"{label} (dp-accounting) at delta = {delta:g}", delta)
+                         lambda m: _dp_accounting_epsilon(m, required_delta(assumptions, kind),
+                                                          kind),
+                         f"{label} (dp-accounting) at delta = {assumptions.delta}",
+                         assumptions.delta)
     return accountant
 
 
 rdp_accountant = register_generic(
     "rdp", "dp-accounting's Renyi-DP accountant over the Laplace/Gaussian releases, epsilon at "
-    "delta (default 1e-5)")(_dp_accounting_accountant("rdp", "Renyi DP"))
+    "the delta given")(_dp_accounting_accountant("rdp", "Renyi DP"))
 pld_accountant = register_generic(
     "pld", "dp-accounting's privacy loss distributions over the Laplace/Gaussian releases "
-    "(pessimistic), epsilon at delta (default 1e-5)")(
+    "(pessimistic), epsilon at the delta given")(
     _dp_accounting_accountant("pld", "privacy loss distributions"))
 
 

@@ -336,7 +336,9 @@ def epsilon_of(sigma: float, mech: Mechanism, accountant: str = "proof", delta0:
         dh = None if delta is None else delta_hat_for(delta, delta0, mech)
         acc = proof_account(sigma, delta0, mech, delta_hat=dh, **kw)
         return acc.epsilon if acc.valid else math.inf
-    return dp_accounting_epsilon(sigma, 1e-5 if delta is None else delta, mech, accountant, **kw)
+    require(delta is not None, "delta", delta, f"a delta for the (epsilon, delta) accountant "
+            f"{accountant!r}, e.g. delta=1e-5 (none is assumed)")
+    return dp_accounting_epsilon(sigma, delta, mech, accountant, **kw)
 
 
 def calibrate_sigma(epsilon: float, mech: Mechanism, accountant: str = "proof",
@@ -401,7 +403,9 @@ def guarantee(sigma: float, mech: Mechanism, accountant: str = "theorem1", delta
                                 "step-by-step accountant of Theorem 1's proof (Lemmas 1, 4, 5) "
                                 "of Huo et al. (paper 001)",
                                 tuple(assumptions + [f"delta0 = {delta0:g}"]), tuple(notes))
-    dl = 1e-5 if delta is None else delta
+    require(delta is not None, "delta", delta, f"a delta for the (epsilon, delta) accountant "
+            f"{accountant!r}, e.g. delta=1e-5 (none is assumed)")
+    dl = delta
     eps = dp_accounting_epsilon(sigma, dl, m, accountant, **kw)
     act = kw.get("activation", "hidden")
     return PrivacyGuarantee(eps, dl, (eps,), m.T,

@@ -59,7 +59,7 @@ from ...noise import Noise
 from ...privacy.guarantee import PrivacyGuarantee
 from ...problems.base import Problem
 from ...registry import Registry
-from ...rng import _GOLDEN, Streams, _mix, purpose_key
+from ...rng import GOLDEN, Streams, purpose_key, splitmix64
 from ...threads import torch_threads
 from .. import report
 
@@ -133,17 +133,17 @@ class BatchStreams(Streams):
         super().__init__(int(seeds[0]))
         self.seeds, self.n = seeds, int(n)
         with np.errstate(over="ignore"):
-            self._keys = _mix(seeds.astype(np.uint64))
+            self._keys = splitmix64(seeds.astype(np.uint64))
 
     def _bits(self, purpose: str, iteration: int, agents: np.ndarray, width: int) -> np.ndarray:
         agents = np.asarray(agents, dtype=np.int64)
         copies, local = np.divmod(agents, self.n)
         with np.errstate(over="ignore"):
             h = self._keys ^ np.uint64(purpose_key(purpose))
-            h = _mix(_mix(h) ^ np.uint64(iteration & (2**64 - 1)))
-            a = _mix(h[copies][:, None] ^ local.astype(np.uint64)[:, None])
+            h = splitmix64(splitmix64(h) ^ np.uint64(iteration & (2**64 - 1)))
+            a = splitmix64(h[copies][:, None] ^ local.astype(np.uint64)[:, None])
             cols = np.arange(width, dtype=np.uint64)[None, :]
-            return _mix(a ^ (cols * _GOLDEN))
+            return splitmix64(a ^ (cols * GOLDEN))
 
 
 class _RowStreams:

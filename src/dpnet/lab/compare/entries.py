@@ -28,6 +28,7 @@ from typing import Any
 
 from ... import algorithms, compression, noise
 from ...errors import ParameterError
+from ...privacy import accountants
 from ...problems.stochastic import Clip
 from ...registry import Registry
 from ..keys import PROSE, value_digest
@@ -64,7 +65,7 @@ class Entry:
     def accountant_constants(self, task, accountant: str) -> dict[str, float]:
         """The assumptions, delta (which only (epsilon, delta) accountants read) and the
         accountant's own options."""
-        pure = accountant in ("xie", "ou", "laplace")
+        pure = accountants.is_pure(accountant)
         return {**self.constants(task), **({} if pure else {"delta": DELTA}),
                 **self.options.get(accountant, {})}
 

@@ -185,6 +185,11 @@ def alg1_epsilon(method: str, p: float, noise: float, d: int, form: str, points:
     return {"iteration": ks, "epsilon": eps[ks].tolist(), "delta": [0.0] * len(ks)}
 
 
+#: the delta of baseline [33]'s (epsilon, delta) account (the reports' value since the start;
+#: an (epsilon, delta) accountant is given its delta, none is assumed)
+KANG_DELTA = 1e-5
+
+
 def baseline_epsilon(method: str, noise: float, d: int, D: int, points: int) -> dict:
     """A baseline's (epsilon, delta) after k + 1 iterations by its own accountant (C = 1, l2)."""
     alg, graph = baselines(BATCH, d, noise)[method]
@@ -192,7 +197,8 @@ def baseline_epsilon(method: str, noise: float, d: int, D: int, points: int) -> 
     for k in ks:
         pg = alg.privacy(prob, graph, iterations=k + 1, **(
             {"l1_gradient_bound": C_ADJ * math.sqrt(d) / (2.0 * ORACLE_BATCH)}
-            if alg.name == "ldol" else {"gradient_bound": C_ADJ}))
+            if alg.name == "ldol" else {"gradient_bound": C_ADJ}),
+            **({"delta": KANG_DELTA} if alg.name == "kang_wddp" else {}))
         eps.append(pg.epsilon)
         delta.append(pg.delta)
     return {"iteration": ks, "epsilon": eps, "delta": delta}

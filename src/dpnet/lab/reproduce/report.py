@@ -89,7 +89,7 @@ class Report:
         out.mkdir(parents=True, exist_ok=True)
         paths: dict[str, Path] = {}
         if self.rows:
-            paths["csv"] = report.write_csv(self.rows, out / f"{self.name}.csv")
+            paths["csv"] = report.write_csv(self.rows, out / f"{self.name}.csv", rounded=True)
         images = []
         for suffix, fig, caption in self.figures:
             p = out / (f"{self.name}-{suffix}.png" if suffix else f"{self.name}.png")
