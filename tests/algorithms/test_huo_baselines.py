@@ -83,7 +83,7 @@ def test_dpdda_equals_loop_and_accounting(setup):
     from dpnet.privacy import huo
 
     g = alg.privacy(problem, graph, iterations=100, accountant="rdp", delta=1e-5)
-    mech = huo.Mechanism(G=1.0, k=D, d=D, p=0.6, q=M, T=100)
+    mech = huo.DOADPStep(G=1.0, k=D, d=D, p=0.6, q=M, T=100)
     assert g.epsilon == pytest.approx(huo.dp_accounting_epsilon(0.3, 1e-5, mech, "rdp"))
     assert "DP-DDA" in g.theorem
     # without noise it optimises: the averaged iterate approaches the optimum

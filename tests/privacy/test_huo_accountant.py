@@ -15,9 +15,9 @@ from dpnet.privacy import huo
 LN = math.log(1.25 / 1e-5)
 
 
-def _eps_lr(p: float, ratio: float) -> huo.Mechanism:
+def _eps_lr(p: float, ratio: float) -> huo.DOADPStep:
     """The epsilon-dataset setting of Fig. 2 (catalogue 2.B): G = 1, q = 20000, T = 120000."""
-    return huo.Mechanism(G=1.0, k=int(2000 * ratio), d=2000, p=p, q=20000, T=120000)
+    return huo.DOADPStep(G=1.0, k=int(2000 * ratio), d=2000, p=p, q=20000, T=120000)
 
 
 @pytest.mark.parametrize("p, ratio, sigma", [(1, 1, 75.1), (0.8, 1, 60.0), (1, 0.3, 41.1),
@@ -62,13 +62,13 @@ def test_proof_accountant_by_hand():
 def test_theorem1_holds_on_a_grid(ratio, p, q, T, eps, delta0):
     """Catalogue claim 4: sigma at (7) with T >= T_min gives eps~ <= eps (Lemma 5's conditions
     hold); sigma^2 scales as k p^2 (Remark 1)."""
-    m = huo.Mechanism(G=2.0, k=max(1, int(100 * ratio)), d=100, p=p, q=q, T=T)
+    m = huo.DOADPStep(G=2.0, k=max(1, int(100 * ratio)), d=100, p=p, q=q, T=T)
     assert T >= huo.theorem1_min_iterations(eps, p, q)
     sigma = huo.theorem1_sigma(eps, delta0, m)
     for amp in ("exact", "proof"):
         a = huo.proof_account(sigma, delta0, m, amplification=amp)
         assert a.valid and a.epsilon <= eps
-    full = huo.theorem1_sigma(eps, delta0, huo.Mechanism(2.0, 100, 100, 1.0, q, T))
+    full = huo.theorem1_sigma(eps, delta0, huo.DOADPStep(2.0, 100, 100, 1.0, q, T))
     assert (sigma / full) ** 2 == pytest.approx(m.k / 100 * p ** 2, rel=1e-12)
 
 
@@ -83,18 +83,18 @@ def test_conditions_fail_loudly():
     assert any("outside (0, 1]" in f for f in huo.theorem1_failures(2.0, 1e3, 1e-5, m))
     assert any("sigma" in f for f in huo.theorem1_failures(0.01, 10.0, 1e-5, m))
     # a tiny sigma breaks Lemma 5's eps'_t <= 0.9 and delta_hat <= 1: reported, not hidden
-    bad = huo.proof_account(0.05, 1e-5, huo.Mechanism(1.0, 10, 10, 1.0, 10, 100))
+    bad = huo.proof_account(0.05, 1e-5, huo.DOADPStep(1.0, 10, 10, 1.0, 10, 100))
     assert not bad.valid and any("0.9" in f for f in bad.failures)
-    assert huo.epsilon_of(0.05, huo.Mechanism(1.0, 10, 10, 1.0, 10, 100), "proof") == math.inf
+    assert huo.epsilon_of(0.05, huo.DOADPStep(1.0, 10, 10, 1.0, 10, 100), "proof") == math.inf
     with pytest.raises(ParameterError):
-        huo.Mechanism(G=1.0, k=11, d=10, p=1.0, q=10, T=10)
+        huo.DOADPStep(G=1.0, k=11, d=10, p=1.0, q=10, T=10)
 
 
 @settings(max_examples=25, deadline=None)
 @given(eps=st.floats(0.05, 2.0), p=st.floats(0.3, 1.0), ratio=st.sampled_from([0.1, 0.4, 1.0]),
        q=st.integers(50, 5000), T=st.integers(10, 5000), delta=st.sampled_from([None, 0.05]))
 def test_proof_calibration_never_overshoots(eps, p, ratio, q, T, delta):
-    m = huo.Mechanism(G=1.0, k=max(1, int(50 * ratio)), d=50, p=p, q=q, T=T)
+    m = huo.DOADPStep(G=1.0, k=max(1, int(50 * ratio)), d=50, p=p, q=q, T=T)
     sigma = huo.calibrate_sigma(eps, m, "proof", delta=delta, rel_tol=1e-9)
     assert huo.epsilon_of(sigma, m, "proof", delta=delta) <= eps
     assert huo.epsilon_of(sigma * (1 - 1e-6), m, "proof", delta=delta) > eps   # tight
@@ -104,7 +104,7 @@ def test_proof_calibration_never_overshoots(eps, p, ratio, q, T, delta):
 
 
 def test_dp_accounting_accounts():
-    m = huo.Mechanism(G=1.0, k=30, d=100, p=0.8, q=200, T=400)
+    m = huo.DOADPStep(G=1.0, k=30, d=100, p=0.8, q=200, T=400)
     sigma = 1.5
     rdp = huo.dp_accounting_epsilon(sigma, 1e-5, m, "rdp")
     pld = huo.dp_accounting_epsilon(sigma, 1e-5, m, "pld")
@@ -114,7 +114,7 @@ def test_dp_accounting_accounts():
     assert visible > rdp and full > rdp
     assert huo.dp_accounting_epsilon(2 * sigma, 1e-5, m, "rdp") < rdp
     # p = 1: activation visible or hidden is the same mechanism
-    m1 = huo.Mechanism(G=1.0, k=30, d=100, p=1.0, q=200, T=400)
+    m1 = huo.DOADPStep(G=1.0, k=30, d=100, p=1.0, q=200, T=400)
     assert huo.dp_accounting_epsilon(sigma, 1e-5, m1, "rdp", activation="visible") == \
         pytest.approx(huo.dp_accounting_epsilon(sigma, 1e-5, m1, "rdp"), rel=1e-9)
     s = huo.calibrate_sigma(0.5, m, "rdp", delta=1e-5, rel_tol=1e-2)

@@ -20,10 +20,10 @@ from dpnet.privacy import huo
 LN5 = math.log(1.25 / 1e-5)      # = 11.7360...
 
 
-def _eps_lr(p: float, ratio: float, B: int) -> huo.Mechanism:
+def _eps_lr(p: float, ratio: float, B: int) -> huo.DOADPStep:
     """The epsilon-dataset setting of Fig. 2 (catalogue 2.B) with B records per step: G = 1,
     d = 2000, q = 20000, T = 120000."""
-    return huo.Mechanism(G=1.0, k=int(2000 * ratio), d=2000, p=p, q=20000, T=120000, batch_size=B)
+    return huo.DOADPStep(G=1.0, k=int(2000 * ratio), d=2000, p=p, q=20000, T=120000, batch_size=B)
 
 
 @pytest.mark.parametrize("B", [1, 8])
@@ -90,7 +90,7 @@ def test_the_relaxed_horizon_suffices(B, T, p):
     with B: T between the two. At (7) the proof's eps_t^2 = q^2 eps^2/(20 p^2 T B^2) <= 1/5 and
     eps~ <= eps by either amplification."""
     T = int(T / p ** 2)
-    m = huo.Mechanism(G=2.0, k=30, d=100, p=p, q=1000, T=T, batch_size=B)
+    m = huo.DOADPStep(G=2.0, k=30, d=100, p=p, q=1000, T=T, batch_size=B)
     assert T >= huo.theorem1_min_iterations(0.5, p, 1000, B) == pytest.approx(62500 / (p * B) ** 2)
     assert T < huo.theorem1_min_iterations(0.5, p, 1000)
     sigma = huo.theorem1_sigma(0.5, 1e-5, m)
@@ -101,7 +101,7 @@ def test_the_relaxed_horizon_suffices(B, T, p):
         assert a.valid and a.epsilon <= 0.5
     g = huo.guarantee(sigma, m, "theorem1")     # Theorem 1 certifies B > 1 runs now
     assert g.epsilon == pytest.approx(0.5, rel=1e-12) and 0 < g.delta < 1
-    short = huo.Mechanism(G=2.0, k=30, d=100, p=p, q=1000, T=T // 10, batch_size=B)
+    short = huo.DOADPStep(G=2.0, k=30, d=100, p=p, q=1000, T=T // 10, batch_size=B)
     fails = huo.theorem1_failures(0.5, sigma, 1e-5, short)
     assert any("q^2 eps^2 / (4 p^2 B^2)" in f and f"(B = {B})" in f for f in fails)
 

@@ -99,7 +99,7 @@ def test_fig3_quick(fixtures):
                                                                                    math.log(2)))
     # DP-DDA: its own (RDP) account at delta = 1e-5 and the DDA step with the public R
     alg, info = runs.lr_algorithm("DP-DDA", problem, q, 0.01, 1.0, 1.0, "theorem1", True)
-    mech = acct.Mechanism(1.0, d, d, 0.24, q, q)
+    mech = acct.DOADPStep(1.0, d, d, 0.24, q, q)
     assert info["sigma"] == pytest.approx(acct.calibrate_sigma(0.01, mech, "rdp", delta=1e-5,
                                                                rel_tol=1e-3), rel=1e-12)
     assert acct.dp_accounting_epsilon(info["sigma"], 1e-5, mech, "rdp") <= 0.01

@@ -45,8 +45,7 @@ from ..errors import ParameterError, nonnegative, positive, positive_int, requir
 from ..noise import Gaussian
 from ..privacy import accountants, huo
 from ..privacy.guarantee import PrivacyGuarantee
-from ..privacy.mechanism import Mechanism as PrivacyMechanism
-from ..privacy.mechanism import Releases
+from ..privacy.mechanism import Mechanism, Releases
 from ..problems.stochastic import Clip, as_clip, clipped_stochastic_grad
 from .base import Algorithm, Context, State, register
 
@@ -117,7 +116,7 @@ class DOADP(Algorithm):
     noise_attributes = ("sigma", "_noise")      # the accountants read sigma, the steps _noise
 
     def huo_mechanism(self, problem, iterations: int, gradient_bound: float | None = None
-                      ) -> huo.Mechanism:
+                      ) -> huo.DOADPStep:
         """The per-agent mechanism of :mod:`dpnet.privacy.huo` for this run (G: the
         ``gradient_bound`` assumption, else the clipping bound)."""
         d = problem.dim
@@ -133,7 +132,7 @@ class DOADP(Algorithm):
         q = getattr(problem, "m", None)
         require(q is not None, "problem", type(problem).__name__,
                 "a finite-sum problem with m local records per agent")
-        return huo.Mechanism(G=float(G), k=d if self.k is None else self.k, d=d, p=self.p,
+        return huo.DOADPStep(G=float(G), k=d if self.k is None else self.k, d=d, p=self.p,
                              q=int(q), T=int(iterations), batch_size=self.batch_size)
 
     def mechanism(self, problem, graph, iterations, assumptions):
@@ -147,12 +146,12 @@ class DOADP(Algorithm):
         n = graph.n if graph is not None else problem.n_agents
         release = Releases("g + theta (momentum, then Top-k of the state)", "gaussian",
                            m.sensitivity("full"), np.full(m.T, self.sigma), m.sampling)
-        return [(np.arange(n), PrivacyMechanism(
+        return [(np.arange(n), Mechanism(
             (release,), "record", m.T, "paper 001: Lemma 1 with eq. (6) for k = d, sampling "
             "p B / q (Lemma 4)", notes=(huo_notes(m),)))]
 
 
-def huo_notes(m: huo.Mechanism) -> str:
+def huo_notes(m: huo.DOADPStep) -> str:
     return (f"G = {m.G:g}, q = {m.q} records per agent, batch {m.batch_size}, p = {m.p:g}; "
             "sampling without replacement under replace-one adjacency accounted as Poisson "
             "subsampling (a dominating pair, Zhu, Dong & Wang 2022); activation counted as "

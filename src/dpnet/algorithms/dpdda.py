@@ -42,8 +42,7 @@ import torch
 from ..errors import nonnegative, positive, positive_int, require
 from ..noise import Gaussian
 from ..privacy import accountants, huo
-from ..privacy.mechanism import Mechanism as PrivacyMechanism
-from ..privacy.mechanism import Releases
+from ..privacy.mechanism import Mechanism, Releases
 from ..problems.stochastic import Clip, as_clip, clipped_stochastic_grad
 from .base import Algorithm, BoxConstrained, Context, State, register
 from .doadp import huo_account, huo_notes
@@ -101,7 +100,7 @@ class DPDDA(BoxConstrained, Algorithm):
     noise_attributes = ("sigma", "_noise")      # the accountants read sigma, the steps _noise
 
     def huo_mechanism(self, problem, iterations: int,
-                      gradient_bound: float | None = None) -> huo.Mechanism:
+                      gradient_bound: float | None = None) -> huo.DOADPStep:
         """DO-ADP's per-agent mechanism with k = d (G: the ``gradient_bound`` assumption, else
         the l2 clipping bound)."""
         G = gradient_bound if gradient_bound is not None else (
@@ -112,7 +111,7 @@ class DPDDA(BoxConstrained, Algorithm):
         require(q is not None, "problem", type(problem).__name__,
                 "a finite-sum problem with m local records per agent")
         d = problem.dim
-        return huo.Mechanism(G=float(G), k=d, d=d, p=self.p, q=int(q), T=int(iterations),
+        return huo.DOADPStep(G=float(G), k=d, d=d, p=self.p, q=int(q), T=int(iterations),
                              batch_size=self.batch_size)
 
     def mechanism(self, problem, graph, iterations, assumptions):
@@ -123,7 +122,7 @@ class DPDDA(BoxConstrained, Algorithm):
         n = graph.n if graph is not None else problem.n_agents
         release = Releases("g + nu (added to the dual z)", "gaussian", m.sensitivity("full"),
                            np.full(m.T, self.sigma), m.sampling)
-        return [(np.arange(n), PrivacyMechanism(
+        return [(np.arange(n), Mechanism(
             (release,), "record", m.T, "paper 001's mechanism with k = d (Lemma 1, Lemma 4)",
             notes=(huo_notes(m),)))]
 

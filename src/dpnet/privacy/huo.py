@@ -1,6 +1,6 @@
 """(epsilon, delta) accounting of DO-ADP (Huo, Liu, Ding, Johansson, Shi; paper 001).
 
-Mechanism, per agent and iteration t: with probability p the agent is active, samples B of its q
+The step, per agent and iteration t: with probability p the agent is active, samples B of its q
 local records uniformly without replacement (the paper: B = 1), clips every per-sample gradient
 per coordinate at ``G/sqrt(d)`` (Assumption 2), adds ``N(0, sigma^2 I_d)`` to the minibatch mean,
 and sends Top-k of its new state minus its public copy. Neighbouring datasets differ in one
@@ -68,7 +68,7 @@ ACCOUNTANTS = ("theorem1", "proof", "rdp", "pld")
 
 
 @dataclass(frozen=True)
-class Mechanism:
+class DOADPStep:
     """DO-ADP's per-step mechanism for one agent (see the module docstring)."""
 
     G: float              # clipping bound (Assumption 2: |grad_j| <= G / sqrt(d))
@@ -102,7 +102,7 @@ class Mechanism:
 
 # ---- Theorem 1 ---------------------------------------------------------------------------------
 
-def theorem1_sigma(epsilon: float, delta0: float, mech: Mechanism) -> float:
+def theorem1_sigma(epsilon: float, delta0: float, mech: DOADPStep) -> float:
     """The smallest sigma allowed by (7),
     ``sigma^2 >= 160 k p^2 T log(1.25/delta0) G^2 / (q^2 d epsilon^2)``, for any batch size B:
     B cancels. Theorem 1's proof with B of the q records per active step (L = log(1.25/delta0)):
@@ -130,7 +130,7 @@ def theorem1_sigma(epsilon: float, delta0: float, mech: Mechanism) -> float:
     return math.sqrt(var)
 
 
-def theorem1_epsilon(sigma: float, delta0: float, mech: Mechanism) -> float:
+def theorem1_epsilon(sigma: float, delta0: float, mech: DOADPStep) -> float:
     """(7) solved for epsilon: ``epsilon = sqrt(160 k p^2 T log(1.25/delta0) G^2 / (q^2 d))
     / sigma``, the epsilon Theorem 1 certifies for this sigma (when its other hypotheses hold);
     independent of the batch size B (see :func:`theorem1_sigma`)."""
@@ -148,7 +148,7 @@ def theorem1_min_iterations(epsilon: float, p: float, q: int, batch_size: int = 
     return q ** 2 * epsilon ** 2 / (4.0 * p ** 2 * batch_size ** 2)
 
 
-def theorem1_failures(epsilon: float, sigma: float, delta0: float, mech: Mechanism) -> list[str]:
+def theorem1_failures(epsilon: float, sigma: float, delta0: float, mech: DOADPStep) -> list[str]:
     """The hypotheses of Theorem 1 that do not hold (empty when it applies)."""
     out = []
     if not 0 < epsilon <= 1:
@@ -174,7 +174,7 @@ class ProofAccount:
 
     sigma: float
     delta0: float
-    mechanism: Mechanism
+    mechanism: DOADPStep
     sensitivity: float          # Delta
     eps_step: float             # eps_t (Lemma 1)
     eps_step_amplified: float   # eps'_t (Lemma 4, exact form)
@@ -198,7 +198,7 @@ class ProofAccount:
         return out
 
 
-def proof_account(sigma: float, delta0: float, mech: Mechanism, delta_hat: float | None = None,
+def proof_account(sigma: float, delta0: float, mech: DOADPStep, delta_hat: float | None = None,
                   amplification: str = "exact") -> ProofAccount:
     """The step-by-step accountant of Theorem 1's proof. ``delta_hat=None`` takes the paper's
     ``sqrt(S)``; ``amplification="proof"`` uses the proof's bound ``2 p B eps_t / q`` instead of
@@ -237,7 +237,7 @@ def proof_account(sigma: float, delta0: float, mech: Mechanism, delta_hat: float
                         eps_tilde, delta, tuple(failures))
 
 
-def delta_hat_for(delta: float, delta0: float, mech: Mechanism) -> float:
+def delta_hat_for(delta: float, delta0: float, mech: DOADPStep) -> float:
     """The ``delta_hat`` that makes Lemma 5's total ``1 - (1-delta_hat)(1-delta_t)^T`` equal
     ``delta`` (non-positive when ``delta0`` alone already spends it)."""
     require(0 < delta < 1, "delta", delta, "0 < delta < 1")
@@ -266,7 +266,7 @@ def _rdp_epsilon(rdp_of_orders, delta: float) -> float:
     return float(eps)
 
 
-def dp_accounting_epsilon(sigma: float, delta: float, mech: Mechanism, method: str = "rdp",
+def dp_accounting_epsilon(sigma: float, delta: float, mech: DOADPStep, method: str = "rdp",
                           activation: str = "hidden", sensitivity: str = "topk",
                           pld_discretization: float | None = None) -> float:
     """Epsilon at ``delta`` of T compositions of the subsampled Gaussian step (module
@@ -321,7 +321,7 @@ def dp_accounting_epsilon(sigma: float, delta: float, mech: Mechanism, method: s
 
 # ---- calibration and the guarantee -------------------------------------------------------------
 
-def epsilon_of(sigma: float, mech: Mechanism, accountant: str = "proof", delta0: float = 1e-5,
+def epsilon_of(sigma: float, mech: DOADPStep, accountant: str = "proof", delta0: float = 1e-5,
                delta: float | None = None, **kw) -> float:
     """Epsilon of one accountant at sigma: ``"theorem1"`` (eq. (7) inverted; ``inf`` when a
     hypothesis other than the sigma bound fails), ``"proof"`` (eps~; ``delta`` given: the
@@ -341,7 +341,7 @@ def epsilon_of(sigma: float, mech: Mechanism, accountant: str = "proof", delta0:
     return dp_accounting_epsilon(sigma, delta, mech, accountant, **kw)
 
 
-def calibrate_sigma(epsilon: float, mech: Mechanism, accountant: str = "proof",
+def calibrate_sigma(epsilon: float, mech: DOADPStep, accountant: str = "proof",
                     delta0: float = 1e-5, delta: float | None = None, rel_tol: float = 1e-6,
                     **kw) -> float:
     """Smallest sigma (to ``rel_tol``) whose ``accountant`` epsilon is at most ``epsilon``
@@ -370,7 +370,7 @@ def calibrate_sigma(epsilon: float, mech: Mechanism, accountant: str = "proof",
                      lo=lo, hi=hi, rel_tol=rel_tol)
 
 
-def guarantee(sigma: float, mech: Mechanism, accountant: str = "theorem1", delta0: float = 1e-5,
+def guarantee(sigma: float, mech: DOADPStep, accountant: str = "theorem1", delta0: float = 1e-5,
               delta: float | None = None, name: str = "doadp", **kw) -> PrivacyGuarantee:
     """The per-agent guarantee of a DO-ADP run with noise sigma (all agents share it)."""
     m = mech

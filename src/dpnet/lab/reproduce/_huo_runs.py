@@ -47,7 +47,7 @@ def x_star_bound(q: int) -> float:
 
 
 @functools.lru_cache(maxsize=256)
-def doadp_sigma(epsilon: float, mech: huo.Mechanism, accountant: str = "theorem1",
+def doadp_sigma(epsilon: float, mech: huo.DOADPStep, accountant: str = "theorem1",
                 delta0: float = DELTA0) -> tuple[float, str]:
     """``"theorem1"``: (7) where Theorem 1's hypotheses hold, else the smallest sigma its proof's
     accountant (delta_hat = sqrt(S)) certifies; ``"proof"``: that accountant at DELTA;
@@ -91,7 +91,7 @@ def lr_algorithm(method: str, problem, T: int, epsilon, p: float, ratio: float,
     clip, info = Clip(G_LR, "coordinate") if clipped else None, {"walk": float("nan")}
     if method == "DO-ADP":
         k = max(1, round(ratio * d))
-        mech = huo.Mechanism(G=G_LR, k=k, d=d, p=p, q=q, T=T)
+        mech = huo.DOADPStep(G=G_LR, k=k, d=d, p=p, q=q, T=T)
         sigma, how = (0.0, "noise-free") if epsilon is None else doadp_sigma(epsilon, mech,
                                                                               accountant)
         # the noise's random walk in xbar through the momentum, per coordinate
@@ -105,7 +105,7 @@ def lr_algorithm(method: str, problem, T: int, epsilon, p: float, ratio: float,
             epsilon, problem, graph(), T, gradient_bound=G, adjacency="record")
         return alg, {**info, "sigma": alg.M, "sigma_from": f"Laplace composition, G = {G:.4g}"}
     if method == "DP-DDA":
-        sigma = doadp_sigma(epsilon, huo.Mechanism(G_LR, d, d, 0.24, q, T), "rdp")[0]
+        sigma = doadp_sigma(epsilon, huo.DOADPStep(G_LR, d, d, 0.24, q, T), "rdp")[0]
         beta0 = math.sqrt(G_LR ** 2 + d * sigma ** 2) / R
         return (algorithms.DPDDA(beta0=beta0, sigma=sigma, p=0.24, clip=clip),
                 {**info, "sigma": sigma, "sigma_from": f"RDP, beta0 = {beta0:.4g}"})
@@ -149,7 +149,7 @@ def cnn_run(rate: str, epsilon: float | None, G: float, clipped: bool, epochs: f
     d, q = problem.dim, problem.m
     k = max(1, round(ratio * d))
     T = max(1, round(epochs * q / batch))
-    mech = huo.Mechanism(G=G, k=k, d=d, p=p, q=q, T=max(1, round(sigma_epochs * q / batch)),
+    mech = huo.DOADPStep(G=G, k=k, d=d, p=p, q=q, T=max(1, round(sigma_epochs * q / batch)),
                          batch_size=batch)
     sigma, how = (0.0, "noise-free") if epsilon is None else doadp_sigma(epsilon, mech,
                                                                           accountant, CNN_DELTA0)

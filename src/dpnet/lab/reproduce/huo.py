@@ -209,7 +209,7 @@ def _noise_table(t: Table, quick: bool):
     rows, nan = [], float("nan")
     for x in t.where(kind="private", seed=0):
         p, ratio = LR_RATES[x["rate"]]
-        mech = huo.Mechanism(G_LR, max(1, round(ratio * x["d"])), x["d"], p, x["q"], x["T"])
+        mech = huo.DOADPStep(G_LR, max(1, round(ratio * x["d"])), x["d"], p, x["q"], x["T"])
         same = t.where(kind="private", dataset=x["dataset"], rate=x["rate"], epsilon=x["epsilon"])
         acc = huo.proof_account(x["sigma"], DELTA0, mech)
         rows.append({"dataset": x["dataset"], "epsilon": x["epsilon"], "rate": x["rate"],
@@ -299,8 +299,8 @@ def _fig3_table(t: Table, quick: bool):
     rows = []
     for x in t.where(kind="private", seed=0):
         d, q, T = x["d"], x["q"], x["T"]
-        mech = {"DO-ADP (24%)": huo.Mechanism(G_LR, round(0.3 * d), d, 0.8, q, T),
-                "DP-DDA": huo.Mechanism(G_LR, d, d, 0.24, q, T)}.get(x["method"])
+        mech = {"DO-ADP (24%)": huo.DOADPStep(G_LR, round(0.3 * d), d, 0.8, q, T),
+                "DP-DDA": huo.DOADPStep(G_LR, d, d, 0.24, q, T)}.get(x["method"])
         rows.append({"dataset": x["dataset"], "method": x["method"], "final": _mean(
             t.where(kind="private", dataset=x["dataset"], method=x["method"]))[0],
             "noise": x["sigma"], "from": x["sigma_from"], "bits/agent/step": x["bits"], **{
