@@ -247,3 +247,17 @@ def test_a_registry_refuses_a_second_registration_and_names_the_known_ones():
     with r.scoped("c", 3):
         assert r["c"] == 3 and r.registrant("c") == __name__
     assert "c" not in r
+
+
+def test_dp_accounting_has_one_bridge():
+    """Only dpnet.privacy.dp_accounting_bridge imports dp_accounting: one place where events are
+    interpreted (orders, relations, grids), not one per paper."""
+    importers = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
+                     else [])
+            if any(n.split(".")[0] == "dp_accounting" for n in names):
+                importers.append(module)
+    assert sorted(set(importers)) == ["privacy.dp_accounting_bridge"]

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..errors import ParameterError, UnknownNameError
 from ..registry import Registry
+from . import dp_accounting_bridge as bridge
 from .assumptions import ASSUMPTIONS, Assumptions, check_names
 from .guarantee import PrivacyGuarantee
 from .mechanism import Mechanism, Releases
@@ -209,8 +210,7 @@ def laplace_accountant(algorithm, problem, graph, iterations, assumptions) -> Pr
 
 def _dp_events(mech: Mechanism) -> list:
     """dp-accounting events of a mechanism, identical releases grouped by self-composition."""
-    import dp_accounting as dpa
-
+    dpa = bridge.events()
     events = []
     for r in mech.releases:
         values, counts = np.unique(r.multipliers, return_counts=True)
@@ -233,18 +233,13 @@ PLD_CEILING = 100.0
 
 
 def _dp_accounting_epsilon(mech: Mechanism, delta: float, kind: str) -> float:
-    import dp_accounting as dpa
-    from dp_accounting.pld import PLDAccountant
-    from dp_accounting.rdp import RdpAccountant
-
+    dpa = bridge.events()
     events = _dp_events(mech)
     if not events:
         return 0.0
     if any(isinstance(e, dpa.NonPrivateDpEvent) for e in events):
         return math.inf
-    rdp = RdpAccountant()
-    rdp.compose(dpa.ComposedDpEvent(events))
-    rdp_eps = float(rdp.get_epsilon(delta))
+    rdp_eps = bridge.rdp_epsilon(dpa.ComposedDpEvent(events), delta)
     pure = _pure_epsilon(mech)
     if kind == "rdp" or min(rdp_eps, pure) > PLD_CEILING:
         # far above any budget a user targets, a PLD's tightening changes nothing that matters,
@@ -254,9 +249,7 @@ def _dp_accounting_epsilon(mech: Mechanism, delta: float, kind: str) -> float:
     # points (an out-of-memory kill, not an error). Coarsen the pessimistic grid with the RDP
     # epsilon (the PLD's is below it): the account stays an upper bound, a little looser.
     interval = max(1e-4, min(rdp_eps, pure) / 2e4)
-    pld = PLDAccountant(value_discretization_interval=interval)
-    pld.compose(dpa.ComposedDpEvent(events))
-    return min(float(pld.get_epsilon(delta)), rdp_eps, pure)
+    return min(bridge.pld_epsilon(dpa.ComposedDpEvent(events), delta, interval), rdp_eps, pure)
 
 
 def _pure_epsilon(mech: Mechanism) -> float:

@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ParameterError, require
+from . import dp_accounting_bridge as bridge
 from .composition import calibrate
 from .guarantee import PrivacyGuarantee
 
@@ -247,25 +248,6 @@ def delta_hat_for(delta: float, delta0: float, mech: DOADPStep) -> float:
 
 # ---- dp-accounting -----------------------------------------------------------------------------
 
-# RDP orders: dp-accounting's defaults stop at 1024, too low for the tiny per-step losses here
-# (epsilon ~ 1e-3 needs orders ~ log(1/delta)/epsilon): when the best order is the largest
-# default one, the account is redone with orders up to 16384.
-_EXTRA_ORDERS = (1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384)
-
-
-def _rdp_epsilon(rdp_of_orders, delta: float) -> float:
-    """Smallest epsilon over the RDP orders; ``rdp_of_orders(orders) -> total RDP array``."""
-    from dp_accounting.rdp import rdp_privacy_accountant as rdp_mod
-
-    orders = np.asarray(rdp_mod.DEFAULT_RDP_ORDERS, dtype=float)
-    eps, order = rdp_mod.compute_epsilon(orders, rdp_of_orders(orders), delta)
-    if order >= orders.max():
-        more = np.asarray(_EXTRA_ORDERS, dtype=float)
-        eps2, _ = rdp_mod.compute_epsilon(more, rdp_of_orders(more), delta)
-        eps = min(eps, eps2)
-    return float(eps)
-
-
 def dp_accounting_epsilon(sigma: float, delta: float, mech: DOADPStep, method: str = "rdp",
                           activation: str = "hidden", sensitivity: str = "topk",
                           pld_discretization: float | None = None) -> float:
@@ -273,8 +255,7 @@ def dp_accounting_epsilon(sigma: float, delta: float, mech: DOADPStep, method: s
     docstring, account 3) by dp-accounting's RDP or PLD accountant. The PLD's pessimistic
     discretisation interval defaults to 1/1000 of a first coarse estimate of epsilon (a fixed
     1e-4 overstates epsilon ~ 1e-3 tenfold after 1e5 compositions)."""
-    import dp_accounting
-
+    dpa = bridge.events()
     require(sigma > 0, "sigma", sigma, "sigma > 0")
     require(0 < delta < 1, "delta", delta, "0 < delta < 1")
     require(method in ("rdp", "pld"), "method", method, "'rdp' or 'pld'")
@@ -282,23 +263,16 @@ def dp_accounting_epsilon(sigma: float, delta: float, mech: DOADPStep, method: s
             "'hidden' or 'visible'")
     z = sigma / mech.sensitivity(sensitivity)
     if activation == "hidden":
-        step = dp_accounting.PoissonSampledDpEvent(mech.sampling, dp_accounting.GaussianDpEvent(z))
-        event = dp_accounting.SelfComposedDpEvent(step, mech.T)
+        step = dpa.PoissonSampledDpEvent(mech.sampling, dpa.GaussianDpEvent(z))
+        event = dpa.SelfComposedDpEvent(step, mech.T)
         if method == "rdp":
-            def total(orders):
-                acc = dp_accounting.rdp.RdpAccountant(orders=list(orders))
-                acc.compose(event)
-                return np.asarray(acc.rdp, dtype=float)
-
-            return _rdp_epsilon(total, delta)
+            return bridge.rdp_epsilon(event, delta, extend_orders=True)
         disc = pld_discretization
         eps = math.inf
         for _ in range(1 if disc is not None else 3):
             if disc is None:
                 disc = 1e-4
-            acc = dp_accounting.pld.PLDAccountant(value_discretization_interval=disc)
-            acc.compose(event)
-            new = float(acc.get_epsilon(delta))
+            new = bridge.pld_epsilon(event, delta, disc)
             if pld_discretization is not None or not math.isfinite(new) or disc <= new / 1000:
                 return new
             eps, disc = new, max(new / 1000, 1e-8)
@@ -309,14 +283,12 @@ def dp_accounting_epsilon(sigma: float, delta: float, mech: DOADPStep, method: s
     g = mech.batch_size / mech.q
 
     def total_visible(orders):
-        acc = dp_accounting.rdp.RdpAccountant(orders=list(orders))
-        acc.compose(dp_accounting.PoissonSampledDpEvent(g, dp_accounting.GaussianDpEvent(z)))
-        base = np.asarray(acc.rdp, dtype=float)
+        base = bridge.rdp_curve(dpa.PoissonSampledDpEvent(g, dpa.GaussianDpEvent(z)), orders)
         with np.errstate(over="ignore"):
             mixed = np.log1p(mech.p * np.expm1((orders - 1) * base)) / (orders - 1)
         return mech.T * np.where(np.isfinite(mixed), mixed, base)  # overflow: no gain
 
-    return _rdp_epsilon(total_visible, delta)
+    return bridge.rdp_epsilon_of_curve(total_visible, delta)
 
 
 # ---- calibration and the guarantee -------------------------------------------------------------

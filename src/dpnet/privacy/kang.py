@@ -16,9 +16,8 @@ accounted numerically here (a valid bound, usually tighter than the closed form)
 
 from __future__ import annotations
 
-import math
-
 from ..errors import positive, positive_int, require
+from . import dp_accounting_bridge as bridge
 
 
 def epsilon(sigma: float, C: float, m: int, D: int, T: int, delta: float,
@@ -29,13 +28,8 @@ def epsilon(sigma: float, C: float, m: int, D: int, T: int, delta: float,
     m, D, T = positive_int("m", m), positive_int("D", D), positive_int("T", T)
     require(m <= D, "m", m, f"m <= D = {D}")
     require(0 < delta < 1, "delta", delta, "0 < delta < 1")
-    import dp_accounting as dpa  # heavy (~1 s): imported at first use
-    from dp_accounting import rdp
-
+    dpa = bridge.events()
     z = sigma * m / C
     base = dpa.GaussianDpEvent(z)
     event = dpa.SampledWithoutReplacementDpEvent(D, m, base) if subsampled and m < D else base
-    acc = rdp.RdpAccountant(neighboring_relation=dpa.NeighboringRelation.REPLACE_ONE)
-    acc.compose(dpa.SelfComposedDpEvent(event, T))
-    eps = acc.get_epsilon(delta)
-    return float(eps) if math.isfinite(eps) else math.inf
+    return bridge.rdp_epsilon(dpa.SelfComposedDpEvent(event, T), delta, relation="replace_one")
