@@ -261,3 +261,16 @@ def test_dp_accounting_has_one_bridge():
             if any(n.split(".")[0] == "dp_accounting" for n in names):
                 importers.append(module)
     assert sorted(set(importers)) == ["privacy.dp_accounting_bridge"]
+
+
+def test_delta_names_only_dps_delta():
+    """The adjacency radius (the papers' delta of the function relation) is called
+    adjacency_radius in names, errors and outputs: 'delta' is DP's delta alone."""
+    offenders = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                text = node.value.lower()
+                if "radius delta" in text or "adjacency delta" in text:
+                    offenders.append((module, node.lineno, node.value[:60]))
+    assert not offenders, offenders

@@ -398,7 +398,8 @@ def make_parser() -> argparse.ArgumentParser:
                        description="dpnet privacy NAME --param value ...: hyper-parameters as in "
                        "the paper; noise scales as numbers with --decay q (geometric) or --power; "
                        "--iterations K (omit for an infinite-horizon result), --gradient-bound M, "
-                       "--adjacency-radius delta, --smoothness L, --delta, --dim d, --agents n, "
+                       "--adjacency-radius R (the papers' delta of the function relation), "
+                       "--smoothness L, --delta, --dim d, --agents n, "
                        "--accountant NAME and its options (e.g. --variant).")
     s.add_argument("name")
     s.add_argument("--accountant", default=None,

@@ -222,7 +222,7 @@ def test_privacy_guards_raise():
                       noise_y=kind(1.0, decay=q if qy is None else qy, **kw))
 
     cases = [
-        (lambda: alg().privacy(p, g, iterations=None), "adjacency", "adjacency radius"),
+        (lambda: alg().privacy(p, g, iterations=None), "adjacency_radius", "adjacency radius"),
         (lambda: alg(q=0.3).privacy(p, g, iterations=None, adjacency_radius=1.0), "q", "< q < 1"),
         (lambda: alg(eta=1 / (2 * L)).privacy(p, g, iterations=None, adjacency_radius=1.0), "eta",
          "eta < 1/(2 L_f)"),

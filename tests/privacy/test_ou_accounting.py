@@ -64,7 +64,7 @@ def test_monotonicity(u_e, u_w, r, delta, alpha, M, K, variant):
 def test_guards():
     ok = dict(d=10, alpha=0.1, smoothness=5.0, adjacency=1.0, u_e=1.0, u_w=1.0, r=0.9, K=10)
     for bad, name in ((dict(smoothness=10.0), "alpha*Mbar"), (dict(smoothness=20.0), "alpha*Mbar"),
-                      (dict(adjacency=None), "adjacency"), (dict(adjacency=0.0), "adjacency"),
+                      (dict(adjacency=None), "adjacency_radius"), (dict(adjacency=0.0), "adjacency_radius"),
                       (dict(r=1.0), "r"), (dict(r=0.0), "r"), (dict(K=None), "iterations"),
                       (dict(variant="tight"), "variant"), (dict(alpha=0.0), "alpha")):
         with pytest.raises(ParameterError) as err:

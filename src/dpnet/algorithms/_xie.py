@@ -56,7 +56,7 @@ def register_xie_accountant(cls, which: str, second: str, label: str) -> None:
                           pure=True)
     def xie_accountant(alg, problem, graph, iterations, assumptions, variant: str = "sound"):
         """Finite horizon: gradient_bound M (from the problem when it knows one);
-        ``iterations=None``: adjacency_radius delta; ``variant``: "sound" (default),
+        ``iterations=None``: adjacency_radius (the paper's delta); ``variant``: "sound" (default),
         "printed" or "derived" (:mod:`dpnet.privacy.xie`)."""
         return xie.xie_guarantee(alg.name, which, problem, graph, iterations, alg.eta,
                                  alg.noise_x, getattr(alg, second),

@@ -153,7 +153,7 @@ class DPP2(Algorithm):
 
 @accountants.register(DPP2, "ou", pure=True)
 def ou_accountant(alg, problem, graph, iterations, assumptions, variant: str = "conservative"):
-    """Theorem 3 of paper 004 (adjacency_radius delta required; ``variant`` "conservative" sums
+    """Theorem 3 of paper 004 (adjacency_radius, the paper's delta, required; ``variant`` "conservative" sums
     k = 0..K, "printed" k = 1..K; the smoothness assumption overrides the problem's Mbar)."""
     return ou.dpp2_guarantee(alg.name, problem, graph, iterations, alg.alpha, alg.noise_w,
                              alg.noise_e, assumptions.adjacency_radius, variant,

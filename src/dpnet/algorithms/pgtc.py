@@ -28,7 +28,7 @@ gradient of that many local samples (drawn at iteration k+1 for ``x_{k+1}``, at 
 ``x_0``), each per-sample gradient clipped by ``clip`` when given: the stochastic PGTC that
 paper 001 runs as its CPGT baseline. Privacy: Theorem 3 (finite K, gradient bound M; "printed"
 sqrt(eta), "derived" eta, or the default "sound" max of the two) and Proposition 1
-(``iterations=None``, adjacency radius delta; "sound" = "derived", see privacy/xie.py).
+(``iterations=None``, adjacency radius, the paper's delta; "sound" = "derived", see privacy/xie.py).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ compressor's ``(r, phi)`` unless ``check_theory=False`` (Table I's norm-sign row
 
 Noise: ``noise_x``/``noise_v`` are noise objects or Laplace scales with the common decay ``q``.
 Privacy: Theorem 6 (finite K, gradient bound M; "printed", "derived", or the default "sound"
-max of the two) and Proposition 2 (``iterations=None``, adjacency radius delta; only
+max of the two) and Proposition 2 (``iterations=None``, adjacency radius, the paper's delta; only
 ``variant="printed"``: an audit finds it exceeded when eta > q, see privacy/xie.py).
 """
 

@@ -47,11 +47,11 @@ def _check(d: int, alpha: float, smoothness: float, adjacency: float | None, K: 
     require(isinstance(d, int) and d >= 1, "d", d, "an integer d >= 1")
     require(alpha > 0 and math.isfinite(alpha), "alpha", alpha, "0 < alpha < inf")
     if adjacency is None:
-        raise ParameterError("adjacency", None, "Theorem 3 of Ou et al. needs the adjacency "
-                             "radius delta >= sup_x ||grad f_i0^(1)(x) - grad f_i0^(2)(x)|| "
-                             "(Definition 1)")
-    require(adjacency > 0 and math.isfinite(adjacency), "adjacency", adjacency,
-            "0 < delta < inf (adjacency radius of Definition 1)")
+        raise ParameterError("adjacency_radius", None, "Theorem 3 of Ou et al. needs the "
+                             "adjacency radius (the paper's delta) >= sup_x ||grad f_i0^(1)(x) "
+                             "- grad f_i0^(2)(x)|| (Definition 1)")
+    require(adjacency > 0 and math.isfinite(adjacency), "adjacency_radius", adjacency,
+            "0 < adjacency_radius < inf (Definition 1's delta)")
     require(smoothness >= 0, "smoothness", smoothness, "Mbar >= 0 (Assumption 1)")
     if not alpha * smoothness < 1:
         raise ParameterError("alpha*Mbar", alpha * smoothness,
@@ -202,7 +202,7 @@ def dpp2_guarantee(name: str, problem, graph, iterations: int | None, alpha: flo
     src = "user-supplied" if smoothness is not None else "from the problem"
     return PrivacyGuarantee.from_per_agent(
         per, horizon=iterations, theorem=f"Theorem 3 of Ou et al. (paper 004), applied to {name}",
-        assumptions=(f"adjacency radius delta = {adjacency:g} (Definition 1)",
+        assumptions=(f"adjacency_radius = {adjacency:g} (Definition 1's delta)",
                      f"Mbar = {M:.6g} ({src}); alpha*Mbar = {alpha * M:.4g} < 1",
                      f"sum over {terms}"))
 
@@ -258,7 +258,7 @@ def dpp2_mechanism(problem, graph, iterations: int, alpha: float, noise_w, noise
         groups.append((np.flatnonzero(inverse.reshape(-1) == g), Mechanism(
             (Releases("e-masked", "laplace", base, ue * decay),
              Releases("w-masked", "laplace", alpha * base, uw * decay)),
-            adjacency=f"function (Definition 1, adjacency radius delta = {adjacency:g})",
+            adjacency=f"function (Definition 1, adjacency_radius = {adjacency:g})",
             horizon=iterations,
             source=f"paper 004 Theorem 3's sensitivities, Mbar = {M:.6g}, d = {d}")))
     return groups

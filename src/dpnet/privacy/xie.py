@@ -95,8 +95,9 @@ def proposition_q_min(eta: float, L: float) -> float:
 
 
 def _infinite(tau: float, eta: float, L: float, q: float, delta: float) -> float:
-    require(delta > 0 and math.isfinite(delta), "adjacency", delta,
-            "0 < delta < inf (bound on ||grad f_i0^(1) - grad f_i0^(2)||)")
+    require(delta > 0 and math.isfinite(delta), "adjacency_radius", delta,
+            "0 < adjacency_radius < inf (bound on ||grad f_i0^(1) - grad f_i0^(2)||, the "
+            "paper's delta)")
     require(L > 0 and math.isfinite(L), "smoothness", L,
             "a finite Lipschitz constant L_f of the local gradients")
     require(eta < 1 / (2 * L), "eta", eta, f"eta < 1/(2 L_f) = {1 / (2 * L):.6g}")
@@ -165,14 +166,16 @@ def xie_guarantee(name: str, which: str, problem, graph, iterations, eta: float,
     if iterations is None:
         label = "Proposition 1" if which == "pgtc" else "Proposition 2"
         if adjacency is None:
-            raise ParameterError("adjacency", None, f"{label} of paper 000 needs the adjacency "
-                                 "radius delta (bound on the gradient difference of f_i0's two "
-                                 "versions, constant under Assumption 6)")
+            raise ParameterError("adjacency_radius", None, f"{label} of paper 000 needs the "
+                                 "adjacency radius (the paper's delta: bound on the gradient "
+                                 "difference of f_i0's two versions, constant under Assumption "
+                                 "6)")
         L = problem.smoothness
         fn = pgtc_infinite_horizon if which == "pgtc" else ppdc_infinite_horizon
         per = per_agent_unique(lambda a, b, q: fn(eta, L, a, b, q, adjacency, variant), sx, s2, qs)
         assumptions = ("Assumption 6: grad f_i0^(1) - grad f_i0^(2) is constant",
-                       f"adjacency radius delta = {adjacency:g}", f"L_f = {L:.6g}",
+                       f"adjacency_radius = {adjacency:g} (the paper's delta)",
+                       f"L_f = {L:.6g}",
                        f"eta < 1/(2 L_f) and q in the interval of {label}",
                        f"variant: {variant}")
         if variant == "printed":

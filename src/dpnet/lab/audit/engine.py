@@ -73,7 +73,7 @@ class Linear(Problem):
 
     The cleanest adjacency fixture: ``||grad f_i|| <= max_i ||c_i||`` everywhere (paper 000's
     Assumption 7 with M attained), the gradient difference of two versions of ``f_i0`` is the
-    constant ``c_i0 - c'_i0`` (Assumption 6 / paper 004's radius delta, attained), and the
+    constant ``c_i0 - c'_i0`` (Assumption 6 / paper 004's adjacency radius, its delta, attained), and the
     transcript of a tracking method then depends on the data only through that difference.
     ``smoothness`` is a *declared* Lipschitz constant of the gradients: any value >= 0 is valid
     (the true one is 0), for accountants that need ``L > 0``."""

@@ -112,7 +112,7 @@ for _e in (
           lambda t, task: algorithms.DPP2(t["alpha"], t["alpha"] / 2.5, 10.0, noise_w=1.0,
                                           noise_e=1.0, r=t["q"]),
           lambda task: {"adjacency_radius": task.sensitivity}, "ou", "pld",
-          "paper 004 Theorem 3: adjacency radius delta = 2R/m"),
+          "paper 004 Theorem 3: adjacency_radius (the paper's delta) = 2R/m"),
     Entry("doadp", _grid((0.1, 0.3), "alpha", (0.0, 0.5), "beta"),
           lambda t, task: algorithms.DOADP(t["alpha"], 0.5, t["beta"], sigma=1.0,
                                            clip=Clip(1.0, "l2"),
