@@ -144,7 +144,8 @@ def test_csv_and_json_round_trip(tmp_path):
 
 
 def test_json_is_strict_even_without_a_guarantee(tmp_path):
-    """Infinite epsilon and NaN metrics are written as strings, never as bare Infinity/NaN."""
+    """An infinite epsilon is the string "inf" and an untracked metric null, never a bare
+    Infinity/NaN."""
     p = _quad()
     res = dpnet.run(GradientTracking(0.1), p, G, 3, reference=None)
     text = res.to_json(tmp_path / "gt.json").read_text()
@@ -154,7 +155,7 @@ def test_json_is_strict_even_without_a_guarantee(tmp_path):
 
     summary = json.loads(text, parse_constant=reject)
     assert summary["privacy"]["epsilon"] == "inf"
-    assert summary["final"]["distance"] == "nan"
+    assert summary["final"]["distance"] is None
     assert math.isinf(float(summary["privacy"]["epsilon"]))
 
 

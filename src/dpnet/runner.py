@@ -124,8 +124,9 @@ class Result:
         return path
 
     def summary(self) -> dict[str, Any]:
-        """Plain, strict-JSON-safe dict: non-finite numbers (a non-private run's epsilon = inf, a
-        NaN distance) become the strings "inf"/"nan", as in the CSV."""
+        """Plain, strict-JSON-safe dict: a metric the run does not track (NaN: the distance
+        without a known optimum) is null, an infinite number (a non-private run's epsilon) the
+        string "inf"."""
         last = {k: v[-1] for k, v in self.history.items() if len(v)}
         return _plain({"algorithm": self.algorithm, "params": self.params,
                        "iterations": self.iterations, "seed": self.seed, "final": last,
@@ -152,7 +153,8 @@ def _plain(obj):
         return {k: _plain(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
         return [_plain(v) for v in obj]
-    return _num(obj)
+    value = _num(obj)
+    return None if value == "nan" else value
 
 
 def _check_finite(state: State, k: int) -> None:

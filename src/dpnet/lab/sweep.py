@@ -140,7 +140,7 @@ def point(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def _float(v: Any) -> float:
-    """Stored results spell non-finite numbers as "nan"/"inf" strings."""
+    """A number from a stored result: null (an untracked metric) and "nan" are NaN, "inf" is inf."""
     try:
         return float(v)
     except (TypeError, ValueError):

@@ -39,6 +39,8 @@ DELTA = 1e-5
 DOADP_BATCH = 16
 #: every method's tuning budget: the number of trials of its grid on every task
 TRIALS = 4
+#: the budget of ``--quick`` (the first trials of each grid)
+QUICK_TRIALS = 2
 #: DO-ADP's grid on the MNIST CNN task (clipping bounds a CNN record's gradient too)
 DOADP_CNN_GRID = tuple({"alpha": a, "beta": 0.5} for a in (0.01, 0.03, 0.1, 0.3))
 

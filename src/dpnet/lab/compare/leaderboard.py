@@ -18,7 +18,7 @@ from ...errors import DPNetError, ParameterError
 from ...runner import run
 from ..store import Run, execute
 from . import entries, tasks
-from .entries import DELTA, ENTRIES, TRIALS, entry, run_code
+from .entries import DELTA, ENTRIES, QUICK_TRIALS, TRIALS, entry, run_code
 from .tasks import TASKS, build
 
 EPSILONS = (0.5, 1.0, 2.0, 4.0)
@@ -135,7 +135,7 @@ def compare(tasks: Sequence[str] | None = None, epsilons=EPSILONS,
                                    "target_epsilon": eps, "choice": {}}, [], why[n])
                  for n in names if why[n] for eps in epsilons]
         names_here = [n for n in names if not why[n]]
-        grid = {n: entry(n).grid_for(task)[: 2 if quick else TRIALS] for n in names_here}
+        grid = {n: entry(n).grid_for(task)[: QUICK_TRIALS if quick else TRIALS] for n in names_here}
         pairs = [(n, p, eps, entry(n).default) for n in names_here for eps in epsilons
                  for p in grid[n]]
         cal = _calibrations(task, dataset, pairs, K, jobs, log)

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import report
 from . import audit, entries
-from .entries import DELTA, ENTRIES, TRIALS, entry
+from .entries import DELTA, ENTRIES, QUICK_TRIALS, TRIALS, entry
 from .leaderboard import COLUMNS, UNRANKED, references
 from .tasks import RELATION, build, task_spec
 
@@ -60,7 +60,7 @@ def ranking(rows: list[dict], task: str, eps: float) -> list[dict]:
 def markdown(rows: list[dict], command: str, quick: bool, dataset: str | None = None,
              refs: dict[str, dict] | None = None) -> str:
     lines = ["# Privacy-utility leaderboard", "",
-             f"Regenerate: `{command}`" + (" (quick: short horizons, 2 trials per method)"
+             f"Regenerate: `{command}`" + (f" (quick: short horizons, {QUICK_TRIALS} trials per method)"
                                            if quick else ""), "",
              "**Neighbouring relation:** one per task (stated under each task; for the "
              f"finite-sum tasks: {RELATION}). Each algorithm's guarantee is expressed under it "
@@ -70,7 +70,8 @@ def markdown(rows: list[dict], command: str, quick: bool, dataset: str | None = 
              "papers' eavesdropper). The utility is read on the average of the agents' final "
              "states, which, as in the papers, is not itself a function of the messages alone: "
              "publishing that model is outside the guarantees here.", "",
-             f"**Tuning:** {TRIALS} trials per method over its own grid, chosen on held-out "
+             f"**Tuning:** {QUICK_TRIALS if quick else TRIALS} trials per method over its own "
+             "grid, chosen on held-out "
              "validation loss under the default accountant, then the reported seeds on the test "
              "split; the "
              "tightest-accountant row re-calibrates the same choice. The privacy cost of tuning "
