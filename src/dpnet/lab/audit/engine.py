@@ -58,6 +58,7 @@ from ...network import BitLedger, Network
 from ...noise import Noise
 from ...privacy.guarantee import PrivacyGuarantee
 from ...problems.base import Problem
+from ...problems.stochastic import sample_indices
 from ...registry import Registry
 from ...rng import GOLDEN, Streams, purpose_key, splitmix64
 from ...threads import torch_threads
@@ -68,43 +69,55 @@ Features = Callable[[dict[str, np.ndarray]], np.ndarray]
 # ---- a problem with exactly known sensitivity ------------------------------------------------
 
 
-class Linear(Problem):
-    """``f_i(x) = c_i^T x``: constant gradients ``c_i``.
+class LinearRecords(Problem):
+    """``q`` records per agent, record r of agent i with the constant gradient ``c[i, r]``:
+    ``f_i(x) = (1/q) sum_r c_{i,r}^T x`` (``c`` of shape ``(n, q, d)``, or ``(n, d)`` for one
+    record per agent).
 
-    The cleanest adjacency fixture: ``||grad f_i|| <= max_i ||c_i||`` everywhere (paper 000's
-    Assumption 7 with M attained), the gradient difference of two versions of ``f_i0`` is the
-    constant ``c_i0 - c'_i0`` (Assumption 6 / paper 004's adjacency radius, its delta, attained), and the
-    transcript of a tracking method then depends on the data only through that difference.
-    ``smoothness`` is a *declared* Lipschitz constant of the gradients: any value >= 0 is valid
-    (the true one is 0), for accountants that need ``L > 0``."""
+    The cleanest adjacency fixture: ``||grad f_i|| <= max ||c_{i,r}||`` everywhere (paper 000's
+    Assumption 7 with M attained); the gradient difference of two versions of ``f_i0`` is the
+    constant ``(c_i0 - c'_i0)/q`` (Assumption 6 / paper 004's adjacency radius, attained), and
+    the transcript of a tracking method then depends on the data only through it.
+    :meth:`stochastic_grad` averages ``batch_size`` distinct records drawn uniformly without
+    replacement (:func:`~dpnet.problems.stochastic.sample_indices`), so a replace-one pair (one
+    record of one agent changed) is an exact fixture for minibatch accounting: the minibatch mean
+    moves by ``(c - c')/B`` when the record is drawn, with probability ``B/q``. ``smoothness`` is
+    a *declared* Lipschitz constant of the gradients: any value >= 0 is valid (the true one is
+    0), for accountants that need ``L > 0``."""
 
-    name = "linear"
-    m = 1   # one record per agent (its gradient is c_i): one-record adjacency = this pair
+    name = "linear_records"
 
     def __init__(self, c, smoothness: float = 0.0) -> None:
         C = torch.as_tensor(np.asarray(c, dtype=np.float64))
-        require(C.ndim == 2, "c", tuple(C.shape), "shape (n_agents, dim)")
+        require(C.ndim in (2, 3), "c", tuple(C.shape), "shape (n_agents, dim) or (n_agents, "
+                "q records, dim)")
         require(smoothness >= 0, "smoothness", smoothness, "a Lipschitz constant >= 0")
-        self.c = C
-        self.n_agents, self.dim = C.shape
+        self.c = C[:, None, :] if C.ndim == 2 else C
+        self.n_agents, self.m, self.dim = self.c.shape
         self._L = float(smoothness)
 
     def grad(self, X, agents=None):
-        return self.c[self._agents(agents)].to(X.dtype).expand_as(X).clone()
+        return self.c[self._agents(agents)].mean(1).to(X.dtype).expand_as(X).clone()
 
     def local_loss(self, X, agents=None):
-        return (self.c[self._agents(agents)] * X).sum(dim=1)
+        return (self.c[self._agents(agents)].mean(1) * X).sum(dim=1)
+
+    def stochastic_grad(self, X, rng, k, batch_size, agents=None, purpose="sample"):
+        a = self._agents(agents)
+        idx = sample_indices(rng, k, a, self.m, batch_size, purpose)         # (len(a), B)
+        rows = torch.from_numpy(a)[:, None].expand_as(idx)
+        return self.c[rows, idx].mean(1).to(X.dtype)
 
     @property
     def smoothness(self) -> float:
         return self._L
 
     def gradient_bound(self) -> float:
-        return float(torch.linalg.vector_norm(self.c, dim=1).max())
+        return float(torch.linalg.vector_norm(self.c, dim=2).max())
 
 
 def linear_pair(n: int, dim: int = 1, agent: int = 0, M: float = 1.0,
-                smoothness: float = 0.0) -> tuple[Linear, Linear]:
+                smoothness: float = 0.0) -> tuple[LinearRecords, LinearRecords]:
     """Adjacent linear problems: agent ``agent`` has gradient ``+M u`` in A and ``-M u`` in B with
     ``u = (1, ..., 1)/sqrt(d)`` (l2 norm M, so ``||Delta||_2 = 2M`` and ``||Delta||_1 = 2 M
     sqrt(d)``, the l1/l2 worst case); the other agents' gradients are fixed, of norm M/2."""
@@ -114,7 +127,7 @@ def linear_pair(n: int, dim: int = 1, agent: int = 0, M: float = 1.0,
     c = 0.5 * M * signs[:, None] * u[None, :]
     ca, cb = c.copy(), c.copy()
     ca[agent], cb[agent] = M * u, -M * u
-    return Linear(ca, smoothness), Linear(cb, smoothness)
+    return LinearRecords(ca, smoothness), LinearRecords(cb, smoothness)
 
 
 # ---- R runs as one: the batch machinery --------------------------------------------------------

@@ -22,15 +22,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import torch
 
 from ... import algorithms, graphs
 from ...compression import Identity, TopK
 from ...errors import require
 from ...noise import Laplace
-from ...problems.base import Problem
-from ...problems.stochastic import sample_indices
-from .engine import AuditTarget, Features, innovations, linear_pair, register_target
+from .engine import AuditTarget, Features, LinearRecords, innovations, linear_pair, register_target
 
 N, AGENT = 3, 0
 
@@ -513,42 +510,6 @@ register_target(_doadp_top1_target(
     "doadp-top1-full", {},
     note="DO-ADP's default sensitivity 'full' (2G, all d coordinates) on the inputs where eq. "
          "(6)'s Top-k sensitivity fails: claims 3.61 at delta = 1e-3."))
-
-
-class LinearRecords(Problem):
-    """``q`` records per agent, record r of agent i with the constant gradient ``c[i, r]``:
-    ``f_i(x) = (1/q) sum_r c_{i,r}^T x``. :meth:`stochastic_grad` averages ``batch_size``
-    distinct records drawn uniformly without replacement
-    (:func:`~dpnet.problems.stochastic.sample_indices`), so a replace-one pair of datasets
-    (one record of one agent changed) is an exact fixture for minibatch accounting: the minibatch
-    mean moves by ``(c - c')/B`` when the record is drawn, with probability ``B/q``."""
-
-    name = "linear_records"
-
-    def __init__(self, c) -> None:
-        C = torch.as_tensor(np.asarray(c, dtype=np.float64))
-        require(C.ndim == 3, "c", tuple(C.shape), "shape (n_agents, q records, dim)")
-        self.c = C
-        self.n_agents, self.m, self.dim = C.shape
-
-    def grad(self, X, agents=None):
-        return self.c[self._agents(agents)].mean(1).to(X.dtype)
-
-    def local_loss(self, X, agents=None):
-        return (self.c[self._agents(agents)].mean(1) * X).sum(dim=1)
-
-    def stochastic_grad(self, X, rng, k, batch_size, agents=None, purpose="sample"):
-        a = self._agents(agents)
-        idx = sample_indices(rng, k, a, self.m, batch_size, purpose)         # (len(a), B)
-        rows = torch.from_numpy(a)[:, None].expand_as(idx)
-        return self.c[rows, idx].mean(1).to(X.dtype)
-
-    @property
-    def smoothness(self) -> float:
-        return 0.0
-
-    def gradient_bound(self) -> float:
-        return float(torch.linalg.vector_norm(self.c, dim=2).max())
 
 
 def records_pair(n: int, q: int, dim: int = 1, agent: int = 0,
