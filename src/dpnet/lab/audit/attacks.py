@@ -312,13 +312,10 @@ def lab(names: Sequence[str] | str = "all", iterations: int = 40, seed: int = 0
 
 
 def lab_table(results: Sequence[LabResult]) -> str:
-    lines = ["| scenario | method | privacy mechanism | reconstructs | median rel. error | "
-             "final rel. error |", "|---|---|---|---|---|---|"]
-    for res in results:
-        for a in res.attacks:
-            lines.append(f"| {a.scenario} | {a.method} | {a.mechanism} | {a.target} | "
-                         f"{a.error:.3g} | {a.final_error:.3g} |")
-    return "\n".join(lines)
+    return "\n".join(report.md_table([
+        {"scenario": a.scenario, "method": a.method, "privacy mechanism": a.mechanism,
+         "reconstructs": a.target, "median rel. error": f"{a.error:.3g}",
+         "final rel. error": f"{a.final_error:.3g}"} for res in results for a in res.attacks]))
 
 
 def write_lab_report(results: Sequence[LabResult], out: str | Path) -> tuple[Path, Path]:

@@ -753,14 +753,12 @@ def describe_target(target: AuditTarget) -> dict[str, Any]:
 
 def table(results: Sequence[AuditResult]) -> str:
     """Markdown table: audited vs claimed."""
-    lines = ["| target | noise | audited eps (lower bound) | claimed eps | delta | audited/claimed "
-             "| verdict |", "|---|---|---|---|---|---|---|"]
-    for r in results:
-        verdict = "**VIOLATION**" if r.violated else "ok"
-        noise = "as claimed" if r.noise_factor == 1.0 else f"x{r.noise_factor:g} (mutated)"
-        lines.append(f"| {r.name} | {noise} | {r.epsilon:.4g} | {r.claimed:.4g} | {r.delta:.3g} "
-                     f"| {r.tightness:.3f} | {verdict} |")
-    return "\n".join(lines)
+    return "\n".join(report.md_table([
+        {"target": r.name,
+         "noise": "as claimed" if r.noise_factor == 1.0 else f"x{r.noise_factor:g} (mutated)",
+         "audited eps (lower bound)": f"{r.epsilon:.4g}", "claimed eps": f"{r.claimed:.4g}",
+         "delta": f"{r.delta:.3g}", "audited/claimed": f"{r.tightness:.3f}",
+         "verdict": "**VIOLATION**" if r.violated else "ok"} for r in results]))
 
 
 def write_report(result: AuditResult, out: str | Path) -> tuple[Path, Path]:

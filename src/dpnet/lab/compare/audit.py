@@ -35,6 +35,7 @@ from ...errors import require
 from ...problems.base import Problem
 from ...problems.stochastic import as_clip
 from ...threads import torch_threads
+from .. import report
 from ..audit.engine import run_copies, silently_scaled, threshold_test
 from .entries import entry
 from .leaderboard import calibration
@@ -194,18 +195,18 @@ def markdown(audits: Sequence[dict]) -> str:
              "the largest silent noise factor of "
              + ", ".join(f"x{f:g}" for f in MUTATIONS) + " at which the same test exceeds the "
              "same claim (a coarse resolution means the test could not have caught a small "
-             "miscalibration; see dpnet.lab.compare.audit for why).", "",
-             "| task | algorithm | accountant | K_a | runs/world | claimed eps | delta | audited "
-             "eps | resolution | status |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "miscalibration; see dpnet.lab.compare.audit for why).", ""]
+    rows = []
     for a in audits:
-        if a["status"] != "ok":
-            lines.append(f"| {a['task']} | {a['algorithm']} | {a['accountant']} | "
-                         f"{a['iterations']} | {a['repetitions']} | | | | | {a['status']} |")
-            continue
-        verdict = "VIOLATED" if a["violated"] else "within claim"
-        resolution = (f"noise x{a['caught_at']:g} caught" if a["caught_at"] else
-                      f"not caught down to x{MUTATIONS[-1]:g}")
-        lines.append(f"| {a['task']} | {a['algorithm']} | {a['accountant']} | {a['iterations']} "
-                     f"| {a['repetitions']} | {a['claimed_epsilon']:.4g} | {a['delta']:.0e} "
-                     f"| {a['audited_epsilon']:.4g} | {resolution} | {verdict} |")
-    return "\n".join(lines) + "\n"
+        row = {"task": a["task"], "algorithm": a["algorithm"], "accountant": a["accountant"],
+               "K_a": a["iterations"], "runs/world": a["repetitions"], "claimed eps": "",
+               "delta": "", "audited eps": "", "resolution": "", "status": a["status"]}
+        if a["status"] == "ok":
+            row.update({"claimed eps": f"{a['claimed_epsilon']:.4g}",
+                        "delta": f"{a['delta']:.0e}",
+                        "audited eps": f"{a['audited_epsilon']:.4g}",
+                        "resolution": (f"noise x{a['caught_at']:g} caught" if a["caught_at"]
+                                       else f"not caught down to x{MUTATIONS[-1]:g}"),
+                        "status": "VIOLATED" if a["violated"] else "within claim"})
+        rows.append(row)
+    return "\n".join(lines + report.md_table(rows)) + "\n"

@@ -100,15 +100,14 @@ def markdown(rows: list[dict], command: str, quick: bool, dataset: str | None = 
             ranked = ranking(rows, task, eps)
             win = ranked[0]
             lines += [f"### epsilon = {eps:g}: winner {win['algorithm']} ({win['accountant']})",
-                      "", "| rank | algorithm | accountant | certified eps | utility | accuracy "
-                      "| bits/agent | s/run | choice | status |", "|---|" * 10 + ""]
-            lines[-1] = "|---|---|---|---|---|---|---|---|---|---|"
-            for i, r in enumerate(ranked, 1):
-                lines.append(f"| {i} | {r['algorithm']} | {r['accountant']} | "
-                             f"{r['certified_epsilon']:.4g} | {r['utility']:.3e} ± "
-                             f"{r['utility_std']:.1e} | {r['accuracy']:.4f} | "
-                             f"{r['bits_per_agent']:.3g} | {r['seconds']:.2f} | {r['choice']} | "
-                             f"{r['status']} |")
+                      ""]
+            lines += report.md_table([
+                {"rank": i, "algorithm": r["algorithm"], "accountant": r["accountant"],
+                 "certified eps": f"{r['certified_epsilon']:.4g}",
+                 "utility": f"{r['utility']:.3e} ± {r['utility_std']:.1e}",
+                 "accuracy": f"{r['accuracy']:.4f}", "bits/agent": f"{r['bits_per_agent']:.3g}",
+                 "s/run": f"{r['seconds']:.2f}", "choice": r["choice"], "status": r["status"]}
+                for i, r in enumerate(ranked, 1)])
             lines.append("")
     lines += ["## Mapping of each algorithm's theorem onto the relation", ""]
     lines += [f"- **{e.name}** ({e.default}; tightest: {e.tight or e.default}): {e.mapping}"
