@@ -61,11 +61,26 @@ def test_verification_accepts_known_and_rejects_tampered(tmp_path):
         == "content_md5"
 
 
-def test_facts_check_rejects_wrong_content(tmp_path):
+def test_a_file_with_known_digests_is_never_accepted_by_its_facts(tmp_path):
     (tmp_path / "a9a").mkdir()
     shutil.copy(FIX / "a9a" / "a9a", tmp_path / "a9a" / "a9a")
-    with pytest.raises(data.DataError, match="known facts"):  # 240 rows, not a9a's 32561
+    with pytest.raises(data.DataError, match="does not match any known checksum"):
         data.load_libsvm("a9a", root=tmp_path, download=False)
+
+
+def test_one_changed_byte_is_refused_and_trailing_whitespace_is_not_a_change(tmp_path):
+    text = (FIX / "a9a" / "a9a").read_bytes()
+    spec = data.FileSpec("a9a/a9a", sha256=(hashlib.sha256(text).hexdigest(),),
+                         text_sha256=(data._text_digest(FIX / "a9a" / "a9a"),),
+                         facts={"rows": text.count(b"\n")})
+    mirror = tmp_path / "mirror"
+    mirror.write_bytes(text.replace(b"\n", b" \n"))          # a mirror's trailing blanks
+    assert data.verify_file(mirror, spec) == "text_sha256"
+    flipped = tmp_path / "flipped"
+    i = text.index(b":1")                                   # one feature value changed
+    flipped.write_bytes(text[:i] + b":0" + text[i + 2:])
+    with pytest.raises(data.DataError, match="does not match any known checksum"):
+        data.verify_file(flipped, spec)                     # same rows: facts would accept it
 
 
 def test_missing_offline_says_where(tmp_path, monkeypatch):

@@ -18,9 +18,11 @@ Every file is checked before use against the table :data:`FILES` (size and SHA-2
 in ``shared/data``, plus the official checksums where they differ, e.g. the LeCun/torchvision MD5
 of the MNIST ``.gz`` wrappers, the CIFAR-10 batch MD5s). MNIST files are also accepted by the MD5
 of their *decompressed* content, which is what identifies MNIST whatever gzip wrapped it. A LIBSVM
-file whose bytes differ from every known copy (an official download differs from the stored
-copies in trailing whitespace only) is accepted when its parsed content matches the dataset's
-known facts (rows, label counts, feature count); otherwise loading fails.
+file is also accepted by the SHA-256 of its lines with trailing whitespace removed (an official
+download differs from the stored copies in trailing whitespace only); a file with known digests
+that matches none is refused, whatever its row count. Only a file no digest is known for (w8a's
+test split, epsilon) is checked by its parsed content's known facts (rows, label counts, feature
+count) instead.
 
 When a file is absent and the machine is online, it is downloaded from its official source into
 the root (``download=None`` tries, ``False`` never does); offline, the error says which file to
@@ -74,8 +76,10 @@ class FileSpec:
     """One known file: where it lives under the root, how to recognise it, where to fetch it.
 
     ``sha256``/``md5``: accepted digests of the file's bytes; ``content_md5``: accepted MD5 of the
-    decompressed bytes of a gzip file; ``size``: bytes of the reference copy (informative);
-    ``facts``: what its parsed content must show when no digest matches (LIBSVM only)."""
+    decompressed bytes of a gzip file; ``text_sha256``: accepted SHA-256 of a text file with each
+    line's trailing whitespace removed (mirrors of a LIBSVM file differ in that alone);
+    ``size``: bytes of the reference copy (informative); ``facts``: what the parsed content must
+    show, the only check of a file no digest is known for (LIBSVM only)."""
 
     path: str
     urls: tuple[str, ...] = ()
@@ -84,6 +88,11 @@ class FileSpec:
     md5: tuple[str, ...] = ()
     content_md5: tuple[str, ...] = ()
     facts: dict | None = None
+    text_sha256: tuple[str, ...] = ()
+
+    @property
+    def has_digest(self) -> bool:
+        return bool(self.sha256 or self.md5 or self.content_md5 or self.text_sha256)
 
     def describe(self) -> str:
         parts = [self.path]
@@ -98,9 +107,10 @@ class FileSpec:
         return ", ".join(parts)
 
 
-def _libsvm(name: str, path: str, size=None, sha=None, facts=None, url_name=None) -> FileSpec:
+def _libsvm(name: str, path: str, size=None, sha=None, facts=None, url_name=None,
+            text_sha=None) -> FileSpec:
     return FileSpec(path, (_LIBSVM_URL + (url_name or Path(path).name),), size,
-                    (sha,) if sha else (), (), (), facts)
+                    (sha,) if sha else (), (), (), facts, (text_sha,) if text_sha else ())
 
 
 def _mnist(name: str, size: int, sha: str | None, md5: str, content_md5: str) -> FileSpec:
@@ -114,16 +124,20 @@ for _key, _spec in {
     # LIBSVM (sizes and SHA-256 of shared/data's copies, facts from SOURCES.md / the LIBSVM page)
     "mushrooms": _libsvm("mushrooms", "mushrooms/mushrooms", 879711,
                          "51919a59d92e6ec922259e77afd91d9a809299613ee0da052a19abe746aa2244",
-                         {"rows": 8124, "labels": {1: 3916, 2: 4208}, "features": 112}),
+                         {"rows": 8124, "labels": {1: 3916, 2: 4208}, "features": 112},
+                         text_sha="03115cabe65c7634b8e4f1a5581a35cf9c4d1eade64ecfe33620c0efb5891cb9"),
     "a9a": _libsvm("a9a", "a9a/a9a", 2327314,
                    "7ba53cccb27e2e525f0fb173e1f446d49856e3fb007eb43be4ec6d0f5b3335ca",
-                   {"rows": 32561, "labels": {-1: 24720, 1: 7841}, "features": 123}),
+                   {"rows": 32561, "labels": {-1: 24720, 1: 7841}, "features": 123},
+                   text_sha="76b604b2c3f738783537bd3b32893eae66af54b8a41aee534fac1ecea45c1535"),
     "a9a.t": _libsvm("a9a.t", "a9a/a9a.t", 1164628,
                      "1f448a153f0320399a7e40836eb207655b0bde0f21fc941cc472193daa9f5de9",
-                     {"rows": 16281, "labels": {-1: 12435, 1: 3846}, "features": 123}),
+                     {"rows": 16281, "labels": {-1: 12435, 1: 3846}, "features": 123},
+                     text_sha="0c3135eb9b9d83a4fa007d6e1a3b719f029db78884dafd5a46a4d7eeb4c2b018"),
     "w8a": _libsvm("w8a", "w8a/w8a", 3478239,
                    "b464b4f6ce6a5d9e181ffc793e19a04751036273722312398ef7673705014902",
-                   {"rows": 49749, "labels": {-1: 48270, 1: 1479}, "features": 300}),
+                   {"rows": 49749, "labels": {-1: 48270, 1: 1479}, "features": 300},
+                   text_sha="e169abfd4aa47c3a5301cecb08defcca1aed12aca7a22ef88c2afdb21fa8465f"),
     "w8a.t": _libsvm("w8a.t", "w8a/w8a.t", facts={"features": 300}),
     "epsilon": _libsvm("epsilon", "epsilon/epsilon_normalized.bz2",
                        facts={"rows": 400000, "features": 2000}),
@@ -240,9 +254,11 @@ _VERIFIED: dict[tuple[str, int, float], str] = {}
 
 
 def verify_file(path: str | Path, spec: FileSpec) -> str:
-    """How ``path`` was recognised: ``"sha256"``, ``"md5"`` or ``"content_md5"``; ``"facts"``
-    when no digest matches but the spec lets the loader check the parsed content instead.
-    Raises :class:`DataError` naming the expected and found digests otherwise."""
+    """How ``path`` was recognised: ``"sha256"``, ``"md5"``, ``"content_md5"`` or
+    ``"text_sha256"``; ``"facts"`` for a file no digest is known for, whose parsed content the
+    loader then checks. A file with known digests that matches none of them is refused (a
+    corrupted copy is not accepted because its row count happens to be right): raises
+    :class:`DataError` naming the expected and found digests."""
     path = Path(path)
     st = path.stat()
     key = (str(path.resolve()), st.st_size, st.st_mtime)
@@ -262,16 +278,29 @@ def verify_file(path: str | Path, spec: FileSpec) -> str:
         except (OSError, EOFError) as err:
             found["content_md5"] = f"unreadable gzip ({err})"
         how = "content_md5" if found["content_md5"] in spec.content_md5 else None
-    if how is None and spec.facts is not None:
+    if how is None and spec.text_sha256:
+        found["text_sha256"] = _text_digest(path)
+        how = "text_sha256" if found["text_sha256"] in spec.text_sha256 else None
+    if how is None and spec.facts is not None and not spec.has_digest:
         how = "facts"
     if how is None:
         expected = {k: v for k, v in (("sha256", spec.sha256), ("md5", spec.md5),
-                                      ("content_md5", spec.content_md5)) if v}
+                                      ("content_md5", spec.content_md5),
+                                      ("text_sha256", spec.text_sha256)) if v}
         raise DataError(f"{path} ({st.st_size} bytes; reference copy {spec.size} bytes) does not "
                         f"match any known checksum of {spec.path}: expected one of {expected}, "
                         f"found {found}. Replace the file with a good copy.")
     _VERIFIED[key] = how
     return how
+
+
+def _text_digest(path: Path) -> str:
+    """SHA-256 of a text file's lines with their trailing whitespace removed."""
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for line in fh:
+            h.update(line.rstrip() + b"\n")
+    return h.hexdigest()
 
 
 def _verify_shards(paths: Sequence[Path], prefix: str) -> None:
