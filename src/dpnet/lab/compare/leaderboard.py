@@ -3,6 +3,7 @@ tuned under one trial budget, scored on the task's utility (see :mod:`dpnet.lab.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -199,7 +200,13 @@ def _aggregate(task: str, case: dict, runs: list[dict], inapplicable: str | None
 def references(task: str, dataset: str | None, quick: bool) -> dict[str, float]:
     """Utility of the start x0 and of noise-free gradient tracking (the best step of a small
     grid) at the task's horizon, on the test split: the scale every private row is read on. A
-    task with its own ``reference`` (:class:`~.tasks.Task`) uses that instead."""
+    task with its own ``reference`` (:class:`~.tasks.Task`) uses that instead. Computed once per
+    process (the report and the command's summary both read it)."""
+    return dict(_references(task, dataset, quick))
+
+
+@functools.cache
+def _references(task: str, dataset: str | None, quick: bool) -> dict[str, float]:
     t = build(task, dataset)
     K = t.spec.quick_horizon if quick else t.spec.horizon
     start = t.utility(t.x0, "test")["utility"]
