@@ -267,7 +267,7 @@ def cmd_compare(args, progress: bool = False) -> int:
         [0, 1] if args.quick else [0, 1, 2])
     rows = compare.compare(tasks, epsilons, algs, quick=args.quick, seeds=seeds,
                            dataset=args.dataset, jobs=args.jobs, tight=args.tight,
-                           log=_every_tenth("  ") if progress else None if args.silent
+                           log=_every_tenth("  ") if progress else None if args.quiet
                            else lambda m: print("  " + m, flush=True))
     command = "dpnet compare " + " ".join(args.argv)
     audits = None
@@ -276,7 +276,7 @@ def cmd_compare(args, progress: bool = False) -> int:
         audits = []
         for r in picked:
             audits.append(compare.audit.audit_row(r, args.dataset, args.audit))
-            if not args.silent:
+            if not args.quiet:
                 print(f"  audited {r['task']}/{r['algorithm']}: {audits[-1].get('status')}",
                       flush=True)
     paths = compare.write(rows, args.out, command, args.quick, args.dataset, audits)
@@ -317,7 +317,7 @@ def cmd_demo(args) -> int:
     argv = ["--quick", "--tasks", "logistic", "--dataset", "mushrooms", "--algorithms",
             ",".join(DEMO_ALGORITHMS), "--epsilons", "0.5,1,2,4", "--seeds", "0,1", "--tight",
             "rdp", "--out", args.out]
-    compare_args = make_parser().parse_args(["compare", *argv, "--silent"])   # every default
+    compare_args = make_parser().parse_args(["compare", *argv, "--quiet"])   # every default
     compare_args.argv = argv
     print(f"dpnet demo: {len(DEMO_ALGORITHMS)} private algorithms calibrated to epsilon = 0.5, "
           "1, 2, 4 on mushrooms, tuned and run over 2 seeds (a few minutes; cached runs are read "
@@ -451,7 +451,8 @@ def make_parser() -> argparse.ArgumentParser:
                    help="at most N audited algorithms per task (default: every one)")
     _with_option(s, "benchmark entries or tasks (dpnet.lab.compare.entries.register)")
     s.add_argument("--jobs", type=int, default=1)
-    s.add_argument("--silent", action="store_true")
+    s.add_argument("--quiet", "--silent", dest="quiet", action="store_true",
+                   help="no line per run (--silent: the same, its former name)")
     s.add_argument("--out", default="leaderboard")
     s.set_defaults(func=cmd_compare)
     s = sub.add_parser("reproduce", help="regenerate a paper figure/table with its claims checked")

@@ -25,6 +25,7 @@ import socket
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ import numpy as np
 import torch
 
 from ..errors import ParameterError
+from ..runner import RunDiagnosis
 from ..threads import torch_threads
 from . import keys, source
 from .keys import Runtime
@@ -169,7 +171,11 @@ def _compute(fn: Callable, params: dict, key: str, root: str, threads: int) -> t
     lock.write_text(f"{socket.gethostname()} {os.getpid()}")
     _STATE["folder"] = Path(root) / f"{key}.partial"
     try:
-        result = fn(**params)
+        with warnings.catch_warnings():
+            # a batch judges its runs in its own tables; a run that got worse is a row there,
+            # not a warning per run on the console
+            warnings.simplefilter("ignore", RunDiagnosis)
+            result = fn(**params)
         _check_result(fn, params, result)
         # written whole or not at all: an interrupted run is never read back as done
         with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, prefix=f"{key}.",
@@ -347,7 +353,8 @@ def plan(runs_of: Callable[[], Sequence[Run]], diagnoses: Sequence[Any] = ()) ->
 
 
 def _label(run: Run) -> str:
-    tags = run.tags or run.params
+    """The run in a progress line: its tags, or its scalar arguments but digests (``code``)."""
+    tags = run.tags or {k: v for k, v in run.params.items() if k != "code"}
     return ", ".join(f"{k}={v}" for k, v in tags.items() if not isinstance(v, list | dict))
 
 
