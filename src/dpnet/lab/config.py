@@ -66,17 +66,19 @@ def load(path: str | Path) -> dict[str, Any]:
     """The TOML file at ``path`` as a dict; a missing file, a folder or malformed TOML is an
     error naming the file (and the line, from the TOML parser)."""
     path = Path(path)
+    # the value is shortened in messages: the condition carries the whole path
     if not path.exists():
-        raise ParameterError("config", str(path), "an existing TOML file")
+        raise ParameterError("config", path.name, f"an existing TOML file (no {path})")
     if not path.is_file():
-        raise ParameterError("config", str(path), "a TOML file, not a folder")
+        raise ParameterError("config", path.name, f"a TOML file, not a folder ({path})")
     try:
         with path.open("rb") as fh:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as err:
-        raise ParameterError("config", str(path), f"valid TOML ({err})") from None
+        raise ParameterError("config", path.name, f"valid TOML ({path}: {err})") from None
     except (OSError, UnicodeDecodeError) as err:
-        raise ParameterError("config", str(path), f"a readable TOML file ({err})") from None
+        raise ParameterError("config", path.name, f"a readable TOML file ({path}: {err})"
+                             ) from None
 
 
 def parse_value(text: str) -> Any:
