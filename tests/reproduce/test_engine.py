@@ -9,7 +9,7 @@ import pytest
 from _engine_runs import cleared_midway, square  # noqa: E402  (tests/reproduce on sys.path)
 
 from dpnet.errors import ParameterError
-from dpnet.lab.reproduce import Check, Diagnosis, Report, Run, Spec, Table, Verdict, execute
+from dpnet.lab.reproduce import Check, Diagnosis, Prose, Report, Run, Spec, Table, Verdict, execute, register
 from dpnet.lab.reproduce.engine import evaluate
 from dpnet.lab.reproduce.report import write_index
 from dpnet.lab.store import cache_at
@@ -63,19 +63,55 @@ def test_table_selects_aggregates_and_explodes_curves():
         t.where(mm="a")
 
 
-def _spec(calls):
-    big = Check("every value is below 5", lambda t, q: (bool(t.values("value").max() < 5),
-                                                       f"max {t.values('value').max():g}"),
-                Diagnosis("x = 3 is too large", "x halved",
-                          lambda r: r.replace(x=r.params["x"] / 2)))
-    return Spec("t-fig1", "a test", "paper 999", lambda quick: _runs(calls), [
-        Check("the values are increasing", lambda t, q: (
-            bool(np.all(np.diff(t.values("value")) > 0)), "ok")),
-        big,
-        Check("undecidable here", lambda t, q: (None, "chance level")),
-        Check("reading (b) claim", lambda t, q: (False, "fails"),
-              not_applicable="the text puts the figure at reading (a)"),
-        Check("no cause known", lambda t, q: (False, "fails"), unsettled="a longer run")])
+PROSE = {"paper": "paper 999",
+         "texts": {"reading-a": "the text puts the figure at reading (a)"},
+         "specs": {"t-fig1": {"title": "a {what}", "choices": ["all"], "notes": ["a note"]}},
+         "choices": {"all": ["x in {{1, 2, 3}}"]},
+         "claims": {"increasing": {"text": "the values are increasing"},
+                    "below": {"text": "every value is below {bound}"},
+                    "undecidable": {"text": "undecidable here"},
+                    "reading-b": {"text": "reading (b) claim"},
+                    "no-cause": {"text": "no cause known", "settle": "a longer run"}},
+         "diagnoses": {"too-large": {"cause": "x = 3 is too large", "change": "x halved"}}}
+
+
+def _checks():
+    big = Check("below", lambda t, q: (bool(t.values("value").max() < 5),
+                                       f"max {t.values('value').max():g}"),
+                Diagnosis("too-large", lambda r: r.replace(x=r.params["x"] / 2)),
+                fields={"bound": 5})
+    return [Check("increasing", lambda t, q: (bool(np.all(np.diff(t.values("value")) > 0)), "ok")),
+            big, Check("undecidable", lambda t, q: (None, "chance level")),
+            Check("reading-b", lambda t, q: (False, "fails"), not_applicable="reading-a"),
+            Check("no-cause", lambda t, q: (False, "fails"))]
+
+
+def _spec(calls, prose=PROSE, checks=None):
+    return Spec("t-fig1", Prose(prose, "t.toml"), lambda quick: _runs(calls),
+                _checks() if checks is None else checks, fields={"what": "test"})
+
+
+def test_prose_joins_the_claims_by_id_and_refuses_an_id_on_one_side(tmp_path):
+    spec = _spec(tmp_path)
+    assert (spec.title, spec.paper, spec.choices, spec.notes) == \
+        ("a test", "paper 999", ("x in {1, 2, 3}",), ("a note",))
+    assert [c.text for c in spec.checks][:2] == ["the values are increasing",
+                                                 "every value is below 5"]
+    spec.prose.verify([spec])                                       # every entry used
+    with pytest.raises(ParameterError, match=r"claim id='missing'.*t\.toml.*known: below"):
+        _spec(tmp_path, checks=[*_checks(), Check("missing", lambda t, q: (True, ""))])
+    orphan = {**PROSE, "claims": {**PROSE["claims"], "orphan": {"text": "never checked"}}}
+    with pytest.raises(ParameterError, match=r"claim id='orphan'.*t\.toml.*no spec of t-fig1 uses it"):
+        register(_spec(tmp_path, orphan))
+    with pytest.raises(ParameterError, match="diagnosis id='gone'"):
+        _spec(tmp_path, checks=[Check("below", lambda t, q: (True, ""), Diagnosis(
+            "gone", lambda r: r), fields={"bound": 1})])
+    with pytest.raises(ParameterError, match="prose field='bound'"):
+        _spec(tmp_path, checks=[Check("below", lambda t, q: (True, ""))])
+    with pytest.raises(ParameterError, match="claim id='increasing'.*unique"):
+        _spec(tmp_path, checks=[*_checks(), _checks()[0]])
+    with pytest.raises(ParameterError, match="prose file"):
+        Prose.load(tmp_path / "none.toml")
 
 
 def test_spec_evaluation_gives_four_verdicts_and_a_counterfactual(tmp_path):
@@ -85,6 +121,8 @@ def test_spec_evaluation_gives_four_verdicts_and_a_counterfactual(tmp_path):
     v = [c.verdict for c in report.claims]
     assert v == [Verdict.REPRODUCED, Verdict.NOT_REPRODUCED, Verdict.UNDECIDED,
                  Verdict.NOT_APPLICABLE, Verdict.NOT_REPRODUCED]
+    assert [c.id for c in report.claims] == ["increasing", "below", "undecidable", "reading-b",
+                                             "no-cause"]
     d = report.claims[1].diagnosis
     # halving x gives values 0.25, 1, 2.25: the claim holds in the counterfactual
     assert d == {"cause": "x = 3 is too large", "change": "x halved", "verdict": "reproduced",
@@ -96,7 +134,8 @@ def test_spec_evaluation_gives_four_verdicts_and_a_counterfactual(tmp_path):
     assert "counterfactual (one change: x halved)" in text and "**reproduced** there" in text
     assert "2 reproduced" not in text and "1 reproduced, 2 not reproduced, 1 not applicable, " \
         "1 undecided" in text
-    assert len(json.loads(paths["json"].read_text())["claims"]) == 5
+    claims = json.loads(paths["json"].read_text())["claims"]
+    assert [c["id"] for c in claims] == [c.id for c in report.claims]
     index = write_index(tmp_path / "out").read_text()
     assert "| [t-fig1](t-fig1.md) | paper 999, Fig. 1 | full | 1 | 2 | 1 | 1 | 1 | a test |" \
         in index
@@ -196,12 +235,12 @@ def test_plan_counts_runs_and_never_computes_even_where_a_spec_needs_results(tmp
         execute(_runs(calls, (1.0, 2.0)))
         assert plan(chooser).startswith("1 runs, 0 cached")         # the chosen run, x = 4
         assert plan(lambda: _runs(calls)).startswith("3 runs, 2 cached, 1 to compute")
-        doubled = Diagnosis("cause", "x doubled", lambda r: r.replace(x=2 * r.params["x"]))
-        same = Diagnosis("cause", "no change", lambda r: r)
+        doubled = Diagnosis("doubled", lambda r: r.replace(x=2 * r.params["x"]))
+        same = Diagnosis("same", lambda r: r)
         # x = 2 doubled is x = 4, a run of the spec itself: not counted again
         assert plan(lambda: _runs(calls), [doubled, same]).endswith(
             "; up to 2 counterfactual run(s) (0 cached) for claims that do not reproduce")
-        later = Diagnosis("cause", "a chosen step",           # its own sweep, not cached
+        later = Diagnosis("later",           # its own sweep, not cached
                           lambda r: _runs(calls, (execute(_runs(calls, (7.0, 8.0)))
                                                   .values("value").max(),))[0])
         assert plan(lambda: _runs(calls, (5.0,)), [later]).endswith(

@@ -2,8 +2,9 @@
 
 An experiment is a declarative :class:`~.engine.Spec` registered with :func:`register` (problem,
 graph, algorithms, horizon full and quick, seeds, metric, plots, choices, claims as predicates
-over the results table), executed by the engine with one cache. One module of specs per paper;
-every module here is imported on first use.
+over the results table), executed by the engine with one cache. One module of specs per paper,
+its prose (claims, diagnoses, choices, notes, titles) in one data file per paper
+(``data/<module>.toml``, :mod:`.prose`); every module here is imported on first use.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...registry import Registry
-from . import engine, report
+from . import engine, prose, report
 from .engine import Check, Diagnosis, Run, Spec, Table, Verdict, all_of, changed, evaluate, execute
+from .prose import DATA, Prose
 from .report import Claim, Report
 
-__all__ = ["engine", "report", "Experiment", "Report", "Claim", "Spec", "Run", "Check", "Diagnosis", "Table",
-           "Verdict", "all_of", "changed", "execute", "register", "get", "available", "reproduce"]
+__all__ = ["engine", "prose", "report", "Experiment", "Report", "Claim", "Spec", "Run", "Check",
+           "Diagnosis", "Table", "Prose", "DATA", "Verdict", "all_of", "changed", "execute",
+           "register", "get", "available", "reproduce"]
 
 
 @dataclass(frozen=True)
@@ -45,18 +48,22 @@ EXPERIMENTS: Registry[Experiment] = Registry("experiment", "dpnet.lab.reproduce"
 _loaded = False
 
 
-def register(spec: Spec) -> Spec:
-    """Register a spec as experiment ``spec.name``."""
-    EXPERIMENTS.register(spec.name, Experiment(spec.name, spec.title, spec.paper, spec),
-                         registrant=sys._getframe(1).f_globals.get("__name__", "?"))
-    return spec
+def register(*specs: Spec) -> None:
+    """Register specs as experiments, each under its name. The specs of one prose file are
+    registered in one call: together they must use every entry of the file (an orphan claim,
+    diagnosis, choice group, snippet or spec section is an error naming its id)."""
+    for p in {id(s.prose): s.prose for s in specs}.values():
+        p.verify(s for s in specs if s.prose is p)
+    for spec in specs:
+        EXPERIMENTS.register(spec.name, Experiment(spec.name, spec.title, spec.paper, spec),
+                             registrant=sys._getframe(1).f_globals.get("__name__", "?"))
 
 
 def _load() -> None:
     global _loaded
     if not _loaded:
         for mod in pkgutil.iter_modules(__path__):
-            if mod.name not in ("report", "engine") and not mod.name.startswith("_"):
+            if mod.name not in ("report", "engine", "prose") and not mod.name.startswith("_"):
                 importlib.import_module(f"{__name__}.{mod.name}")
         _loaded = True
 

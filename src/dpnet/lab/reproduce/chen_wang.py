@@ -28,12 +28,12 @@ import numpy as np
 from ... import algorithms, graphs, models
 from ...privacy import chen_wang as cw
 from .. import source
+from . import DATA, Prose, register
 from . import _chen_wang_runs as cwr
-from . import register
 from ._chen_wang_runs import BASELINES, M_AGENTS, VS, mushrooms
 from .engine import Check, Diagnosis, Run, Spec, Table, changed, curve_figure, execute
 
-PAPER = "Chen & Wang, LDP for decentralized online stochastic optimization (paper 002)"
+PROSE = Prose.load(DATA / "chen_wang.toml")
 METHODS = ("Algorithm 1", "DSGD", "LDOL", "DOLA", "DMOD", "PDOP")
 GRID = [2.0 ** k for k in range(-2, 13)]                  # doubling grid of the baselines' steps
 
@@ -92,14 +92,11 @@ def _beats(base: str):
 def _negligible(panel: str | None = None) -> Diagnosis:
     change = changed(lambda run: run.tags.get("method") in BASELINES and run.tags.get("stage")
                      != "grid" and run.tags.get("panel") == panel, noise_x=1e4)
-    return Diagnosis("at the matched budget (the budget table) the baselines' calibrated noise is "
-                     "negligible, so they run effectively noise-free", "the baselines' calibrated "
-                     "noise x 1e4" + (f" ({panel} panel)" if panel else ""), change)
+    return Diagnosis("negligible-panel" if panel else "negligible", change)
 
 
-LONGER = Diagnosis("the horizon is too short to separate the two decay rates",
-                   "horizon T x 4", changed(lambda run: run.tags.get("stage") == "main",
-                                            T=lambda T: 4 * T))
+LONGER = Diagnosis("longer", changed(lambda run: run.tags.get("stage") == "main",
+                                     T=lambda T: 4 * T))
 
 
 def _dsgd(t: Table, quick: bool):
@@ -129,16 +126,10 @@ def _step(t: Table, method: str) -> float:
     return t.where(stage="main", method=method).rows[0]["step"]
 
 
-FIG1_CHECKS = [Check(f"Algorithm 1 is more accurate and faster than {b} (final tracking error and "
-                     "its mean over the second half of the run)", _beats(b),
-                     LONGER if b == "LDOL" else _negligible()) for b in ("LDOL",) + BASELINES] + [
-    Check("Algorithm 1 is only slightly slower than noise-free DSGD (final tracking error within "
-          "a factor 1.5)", _dsgd, LONGER),
-    Check("The tracking error of Algorithm 1 keeps decreasing (no floor): log-log slope over the "
-          "second half < -0.05 and the last quarter below the second", _no_floor, LONGER),
-    Check("Algorithm 1 still converges on the ring although its smallest eigenvalue delta_m = -1.2 "
-          "violates Assumption 3 (delta_m > -1): final tracking error below 10% of the initial "
-          "one and below the half-way one", _ring, LONGER)]
+FIG1_CHECKS = [Check("beats", _beats(b), LONGER if b == "LDOL" else _negligible(), case=b,
+                     fields={"base": b}) for b in ("LDOL",) + BASELINES] + [
+    Check("near-dsgd", _dsgd, LONGER), Check("no-floor", _no_floor, LONGER),
+    Check("ring", _ring, LONGER)]
 
 
 def _fig1_settings(quick: bool) -> dict:
@@ -164,31 +155,6 @@ def _fig1_settings(quick: bool) -> dict:
         "x0": "theta_0^i ~ U[0, 1]^n independently per agent (seeded)",
         "gradient bounds": f"l1 d = max_s ||a_s||_1 + r R n = {d:.4g}, l2 L = max_s ||a_s||_2 + "
                            f"r R sqrt(n) = {L:.4g} (R = {cwr.RADIUS:g})"}
-
-
-FIG1_CHOICES = (
-    "r^i = 0.1/N^i: the paper says only 'inversely proportional to N^i'; mushrooms is linearly "
-    "separable, so r > 0 is what makes theta* finite (r^i = 1/N^i would give theta* with 89.5% "
-    "training accuracy, 0.1/N^i gives 97.5%)",
-    "Sampling: i.i.d. with replacement from the whole dataset (Assumption 2); the paper's '20 "
-    "random samples split over 10 agents' does not say more",
-    f"Gradient bounds for the accountants assume the iterates stay in the box [-{cwr.RADIUS:g}, "
-    f"{cwr.RADIUS:g}]^n (checked in the notes; the baselines project onto it)",
-    "LDOL: gamma_t = (t+1)^-0.7, lambda_t = (t+1)^-0.71 as in the paper; its noise is not given: "
-    "sigmachk_0 = Algorithm 1's sigma0 and varsigmachk_i = 0.7 - varsigma_i (0.19 ... 0.10), "
-    "because §IV-B(i) compares the two at u - varsigmachk = varsigma; over the full horizon "
-    "it also gives LDOL nearly Algorithm 1's budget (budget table); v > u > max varsigmachk + "
-    "1/2 holds; Laplace, box projection",
-    "DOLA and DMOD: alpha_t = alpha0/sqrt(t) (their convex-case schedule) and noise with the same "
-    "decay; PDOP: the shared DPDO implementation, step c p^k, noise M q^k, p = 0.999, q = 0.9995 "
-    "(DPDO's defaults for paper 002), all-data gradient, box projection; each calibrated by its "
-    "own accountant (l2 bound L) to the largest budget among Algorithm 1's agents over T",
-    "The baselines' steps by the paper's rule ('near-optimal stepsizes, ensuring that doubling "
-    "stepsizes would lead to non-convergent behaviors'): on the doubling grid 0.25, 0.5, ... "
-    "(seed 0, horizon T), the step just below the first one whose run does not converge (final "
-    "tracking error not below the initial one); the search table shows every step tried",
-    "DSGD uses the all-data gradient too (the paper does not say; it shares Algorithm 1's step "
-    "size)")
 
 
 def _fig1_budgets(t: Table, quick: bool):
@@ -247,9 +213,9 @@ def _fig1_notes(report, t: Table, quick: bool):
                 f"{t.one(stage='main', method='Algorithm 1', seed=0)['tracking'][-1]:.3g}")
 
 
-register(Spec(
-    "cw-fig1", "Online logistic regression on mushrooms: tracking error and objective",
-    PAPER + ", Fig. 1", _fig1_runs, FIG1_CHECKS, settings=_fig1_settings, choices=FIG1_CHOICES,
+FIG1 = Spec(
+    "cw-fig1", PROSE, _fig1_runs, FIG1_CHECKS, settings=_fig1_settings,
+    fields={"radius": cwr.RADIUS},
     figures=[curve_figure("tracking", "method", where={"stage": "main"}, ylabel="(1/m) sum_i "
                           "||theta_t^i - theta*||^2", title="(a) average tracking error",
                           caption="Average tracking error (geometric mean over seeds)"),
@@ -257,7 +223,7 @@ register(Spec(
                           ylabel="(1/m) sum_i F(theta_t^i)", title="(b) average objective",
                           caption="Average objective (geometric mean over seeds)",
                           suffix="objective")],
-    tables=[_fig1_budgets, _fig1_baselines, _fig1_search], analysis=[_fig1_notes]))
+    tables=[_fig1_budgets, _fig1_baselines, _fig1_search], analysis=[_fig1_notes])
 
 
 # ---- Figs. 2 and 3: online CNN training ----------------------------------------------------------
@@ -315,20 +281,13 @@ def _cnn_check(panel: str, what: str):
 def _cnn_checks() -> list[Check]:
     out = []
     for p, label in PANELS.items():
-        tag = f"[{label}] "
-        out.append(Check(tag + "Algorithm 1 reaches a higher test accuracy than LDOL",
-                         _cnn_check(p, "LDOL"), unsettled="more seeds and a longer horizon"))
-        out += [Check(tag + f"{b} fails to train the CNN (late test accuracy at chance, below half "
-                      "of Algorithm 1's, or divergence)", _cnn_check(p, b), _negligible(p))
-                for b in BASELINES]
-        out.append(Check(tag + "Algorithm 1 is the most accurate private method",
-                         _cnn_check(p, "best"), _negligible(p)))
-        out.append(Check(tag + "Algorithm 1 is only slightly below noise-free DSGD (within 3 "
-                         "accuracy points)", _cnn_check(p, "DSGD"),
-                         Diagnosis("Algorithm 1's message noise still slows it at this short "
-                                   "horizon", f"horizon T x 2 ({p} panel)",
-                                   changed(lambda r, p=p: r.tags.get("panel") == p,
-                                           T=lambda T: 2 * T))))
+        f = {"label": label, "panel": p}
+        out.append(Check("cnn-ldol", _cnn_check(p, "LDOL"), case=p, fields=f))
+        out += [Check("cnn-fails", _cnn_check(p, b), _negligible(p), case=f"{p}-{b}",
+                      fields={**f, "base": b}) for b in BASELINES]
+        out.append(Check("cnn-best", _cnn_check(p, "best"), _negligible(p), case=p, fields=f))
+        out.append(Check("cnn-dsgd", _cnn_check(p, "DSGD"), Diagnosis("slowed", changed(
+            lambda r, p=p: r.tags.get("panel") == p, T=lambda T: 2 * T)), case=p, fields=f))
     return out
 
 
@@ -399,43 +358,22 @@ def _cnn_spec(name: str, fig: str, title: str, full: dict, quick: dict) -> Spec:
                         f"to {e.max():.4g} (Lemma 1 + Theorem 5(1)); the matched DOLA/DMOD noise "
                         f"is mu_1 = {mu:.3g}")
 
-    return register(Spec(
-        fig, f"Online CNN training on {title}: training and test accuracy", PAPER + f", Fig. "
-        f"{fig[-1]}", runs, _cnn_checks(), settings=settings, choices=CNN_CHOICES + (
-            f"Seeds {sorted({s for _, _, ss in full['panels'].values() for s in ss})} draw the "
-            "noise and the streams; the initial CNN is the same (seed 0) in every run",),
+    return Spec(
+        fig, PROSE, runs, _cnn_checks(), settings=settings,
+        fields={"seeds": sorted({s for _, _, ss in full["panels"].values() for s in ss})},
         figures=[curve_figure(y, "method", panels="panel", logy=False, seed=0, ylabel=y,
                               caption=f"{title}: {y} of the agents' average model (seed 0)",
                               suffix="" if y == "test_accuracy" else "train")
                  for y in ("test_accuracy", "train_accuracy")],
-        tables=[table], analysis=[notes]))
+        tables=[table], analysis=[notes])
 
 
-CNN_CHOICES = (
-    "Reduced size: the paper's horizons are not stated; these runs are as long as 2 shared CPU "
-    "cores allow, so accuracies are far from converged CNN accuracies",
-    "Evaluated model: the average of the agents' parameters (the paper does not say which model "
-    "its accuracy curves use); the mean of the agents' own test accuracies is in the table",
-    "DOLA and DMOD: 'default step sizes' alpha_t = 1/sqrt(t) (their convex-case rule); noise with "
-    "the same decay, calibrated by their own accountant to the largest budget among Algorithm "
-    "1's agents over the panel's T, with d = sqrt(n) G for an l2 gradient bound G (the "
-    "calibrated noise then does not depend on G); no projection. PDOP: step c p^k with c = 1, "
-    "p = 0.999, noise M q^k, q = 0.9995, calibrated the same way",
-    "LDOL: lambda_t = (t+1)^-0.71, gamma_t = (t+1)^-0.7 as in the paper, noise sigmachk_0 = "
-    "Algorithm 1's sigma0 and varsigmachk_i = 0.7 - varsigma_i (§IV-B(i)'s comparison, as in "
-    "cw-fig1)",
-    "Every method uses the same gradient mode (the paper lets the baselines use the all-data "
-    "gradient on MNIST; on CIFAR-10 it is unclear); DSGD shares Algorithm 1's step size",
-    "Chance: a method whose late test accuracy is within 3 binomial standard deviations of 10 % "
-    "(on the evaluation subset) is at chance; when Algorithm 1 is, the panel's claims are "
-    "undecided. A comparison of Algorithm 1 with another method is undecided too when their mean "
-    "difference is within 2 standard errors of the paired differences over seeds")
-
-_cnn_spec("mnist", "cw-fig2", "MNIST",
-          {"panels": {"exact": (20, 4, [0, 1, 2]), "window": (100, 10, [0, 1, 2])}, "batch": 32,
-           "evals": 1000},
-          {"panels": {"exact": (2, 1, [0]), "window": (3, 1, [0])}, "batch": 2, "evals": 10})
-_cnn_spec("cifar10", "cw-fig3", "CIFAR-10 (JPEG-degraded copy)",
-          {"panels": {"exact": (6, 2, [0]), "window": (120, 10, [0, 1, 2])}, "batch": 32,
-           "evals": 1000},
-          {"panels": {"exact": (2, 1, [0]), "window": (3, 1, [0])}, "batch": 1, "evals": 4})
+register(FIG1, _cnn_spec(
+    "mnist", "cw-fig2", "MNIST",
+    {"panels": {"exact": (20, 4, [0, 1, 2]), "window": (100, 10, [0, 1, 2])}, "batch": 32,
+     "evals": 1000},
+    {"panels": {"exact": (2, 1, [0]), "window": (3, 1, [0])}, "batch": 2, "evals": 10}), _cnn_spec(
+    "cifar10", "cw-fig3", "CIFAR-10 (JPEG-degraded copy)",
+    {"panels": {"exact": (6, 2, [0]), "window": (120, 10, [0, 1, 2])}, "batch": 32,
+     "evals": 1000},
+    {"panels": {"exact": (2, 1, [0]), "window": (3, 1, [0])}, "batch": 1, "evals": 4}))

@@ -39,11 +39,10 @@ from ...rng import Streams
 from ...runner import run
 from .. import source
 from ..store import run_folder
-from . import register
+from . import DATA, Prose, register
 from .engine import Check, Diagnosis, Run, Spec, Verdict, all_of, curve_figure, execute
 
-PAPER = "Chen, Wang & Zhang, DP gradient-tracking distributed stochastic optimization over " \
-        "directed graphs (paper 003)"
+PROSE = Prose.load(DATA / "chen_wang_zhang.toml")
 K, N_AGENTS = 2000, 5
 S1_P, S2_P = (-0.1, 0.1, 0.2), (0.9994, 0.9996, 0.9998)
 C_ADJ = 1.0                   # Definition 3's C: not given; every epsilon is linear in it
@@ -54,11 +53,12 @@ BASELINE_SIGMA = 0.449        # every baseline's noise parameter: S2's sigma at 
 COUPLING0 = 0.1               # initial coupling of [36], [39], [41]: with 1.0 all three diverged
 SWEEP = (0.1, 0.01, 0.001)    # cwz-fig3, not in the paper: S2's sigma (p = 0.9996) scaled down
 CHANCE = 0.1                  # ten classes
-# full: the size of the committed reports (ResNet-18 on all data is out of reach, see CHOICES)
+# full: the size of the committed reports (ResNet-18 on all data is out of reach: see the choices)
 SIZE = {False: dict(iterations=K + 1, every=100, eval_samples=1000, per_agent=None,
                     batch_cap=None),
         True: dict(iterations=1, every=1, eval_samples=20, per_agent=60, batch_cap=4)}
 DATASETS = {False: ("mnist",), True: ("mnist", "cifar10")}
+FIELDS = dict(c_adj=C_ADJ, baseline_sigma=BASELINE_SIGMA, batch=BATCH, oracle_batch=ORACLE_BATCH)
 
 
 def s1(p: float):
@@ -333,26 +333,11 @@ def _scale_noise(r: Run) -> Run:
         r.params.get("method") == "[37] Yan et al." else r.replace(noise=0.3 * r.params["noise"])
 
 
-NOISE = Diagnosis("the printed privacy noise enters the state through alpha L1 in (7) with a "
-                  "per-step standard deviation above the CNN's whole weight RMS (column 'per-step "
-                  "noise / weight RMS'; ResNet-18's initial weights are smaller still), so the "
-                  "averaged model stays at chance",
-                  "every noise scale x 0.3 (Algorithm 1's sigma and the baselines' noise "
-                  "parameter; [37]'s binomial is set by its own epsilon)", _scale_noise)
-INVERTED = Diagnosis("the sentence inverts the paper's own Lemma 5, whose epsilon is proportional "
-                     "to 1/sigma, so smaller noise gives a larger epsilon",
-                     "Lemma 5 with every sigma read as 1/sigma (a check of the cause, not a "
-                     "reading of the paper)",
-                     lambda r: r.replace(reciprocal=True) if r.fn is alg1_epsilon else r)
-ACCOUNTS = Diagnosis("Lemma 5 charges every one of the 2 (K+1) releases of x and y an l1 "
-                     "sensitivity of order sqrt(d) C / m that builds up over k (y adds 2C/m per "
-                     "step and contracts at most at rate beta sum_j C_i0j, not at all in the "
-                     "compact form's account) over sigma <= 0.45, while the baselines' own "
-                     "accountants charge per release ([36], [39], [41]) or bound a subsampled "
-                     "Gaussian by RDP ([33])",
-                     "C read as an l1 bound for Algorithm 1, as Appendix F uses it (l1 constant C "
-                     "instead of sqrt(d) C)",
-                     lambda r: r.replace(norm="l1") if r.fn is alg1_epsilon else r)
+NOISE = Diagnosis("noise", _scale_noise)
+INVERTED = Diagnosis("inverted", lambda r: r.replace(reciprocal=True) if r.fn is alg1_epsilon else r)
+ACCOUNTS = Diagnosis("accounts", lambda r: r.replace(norm="l1") if r.fn is alg1_epsilon else r)
+NOISE_WORDS = {k: PROSE.format(PROSE.entry("diagnoses", "noise")[k], {}, "diagnosis noise")
+               for k in ("cause", "change")}     # for the undecided claims' counterfactual table
 
 
 def _undecided_counterfactuals(runs, checks):
@@ -364,60 +349,15 @@ def _undecided_counterfactuals(runs, checks):
             if claim.verdict is Verdict.UNDECIDED and check.diagnosis is NOISE:
                 value, measured = check.predicate(execute([_scale_noise(r) for r in runs(quick)]),
                                                   quick)
-                rows.append({"claim": check.text, "verdict": Verdict.of(value).value,
+                rows.append({"claim": claim.text, "verdict": Verdict.of(value).value,
                              "measured": measured})
         if rows:
-            report.table(f"Counterfactual (one change: {NOISE.change}) of the claims left "
-                         f"undecided at the paper's noise; cause: {NOISE.cause}", rows)
+            report.table(f"Counterfactual (one change: {NOISE_WORDS['change']}) of the claims left "
+                         f"undecided at the paper's noise; cause: {NOISE_WORDS['cause']}", rows)
     return hook
 
 
 # ---- settings, tables, figures -------------------------------------------------------------
-
-CHOICES = (
-    "Model: ResNet-18 adapted to 28x28 grey / 32x32 colour images (dpnet.models.ResNet18: 3x3 "
-    "stride-1 stem without max-pool, stages of width 64/128/256/512, BatchNorm in "
-    "batch-statistics mode: no running statistics, so the state row holds every exchanged "
-    "quantity; BN's affine weights are noised and mixed like all parameters); NOT used in these "
-    "runs: on the shared 2-core CPU one iteration of the 5 agents' ResNet-18 minibatch gradients "
-    "took 99-136 s (about 3 days per 2001-iteration run), so the runs use the small CNN of "
-    "dpnet.models (named in the settings)",
-    "Fig. 1's digraphs are not in the text: our two 5-agent digraphs are stated above (different "
-    "edge sets, neither matrix doubly stochastic)",
-    "Algorithm 1 runs in its compact form (7)-(8) (the form the convergence proof analyses); its "
-    "epsilon is accounted for that form (Lemma 4's argument with contraction factors 1) and, for "
-    "comparison with the paper, with Appendix F's per-agent factors (which apply to (4)/(6))",
-    f"C = {C_ADJ:g} in Definition 3 (the paper does not give it; every epsilon is linear in C); "
-    "the l1 constant is sqrt(d) C (C bounds an l2 norm), d = the model's parameter count; "
-    "epsilon is the worst protected agent's. No gradient clipping (the paper uses none), so C is "
-    "an assumption, not enforced",
-    "Evaluated model: x_bar = v1^T x / n (Lemma 2's average; v1^T x is free of the compact form's "
-    "privacy noise) for Algorithm 1 and the plain average for the baselines; agent 0's own test "
-    "accuracy is in the CSV",
-    "All agents start from the same initial parameters (seed 0); minibatches of m distinct "
-    "samples per agent and iteration, returned afterwards; no augmentation; MNIST/CIFAR-10 "
-    "normalised with the usual means and deviations")
-REFERENCE = "Each figure adds Algorithm 1 without privacy noise at the same step sizes and m " \
-            "(push-pull gradient tracking) as a reference; it is not in the paper"
-BASELINE_CHOICES = (
-    "The paper gives no parameter of any baseline. Ours: every noise parameter "
-    f"{BASELINE_SIGMA} (S2's sigma at p = 0.9996); [33] and [37] (server methods) on an emulated "
-    "server (complete graph, rows p = 1/5) with SGD step 0.1 = S2's gamma; [36], [39], [41] "
-    "(undirected methods) on the undirected union of our Fig. 1 digraphs with Metropolis weights, "
-    "coupling 0.1 (k+1)^-0.55 and step 0.3 (k+1)^-0.6 (LDOL's v > u > varsigma + 1/2; with "
-    "coupling 1.0 (k+1)^-0.55 all three diverged on MNIST within 10 iterations, at k = 6, 9 and "
-    "7, so the coupling was lowered once, without further tuning); every method draws m distinct "
-    f"samples per agent and iteration, m = {BATCH} (LDOL's all-data gradient replaced by the "
-    f"problems' own {ORACLE_BATCH}-sample minibatch)",
-    "[33]: Gaussian std 0.449 on the gradient, RDP accounting with sampling without replacement "
-    "(its closed form has an unspecified constant). [36]: RECONSTRUCTED (paper unavailable "
-    "offline): ternary quantizer of the clamped state (a = 1, b = 1.449), budget Delta_1/(b - a) "
-    "per release. [37]: 16 levels on [-1, 1], Bin(N, 1/2) with the smallest N meeting cpSGD's "
-    "Theorem 1 condition, per-iteration (eps, delta0 = 1e-6) composed (delta' = 1e-5). [39]: "
-    "dpnet's LDOL (eq. (17) of paper 002), Laplace 0.449 (k+1)^0.01, budget with the l1 gradient "
-    "bound C sqrt(d)/(2m). [41]: RECONSTRUCTED: Laplace 0.449 (k+1)^0.01 on the state, "
-    "probabilistic rounding (2^-8), pure epsilon")
-
 
 def _settings(quick: bool) -> dict:
     g, z = graphs.cwz_fig1(), SIZE[quick]
@@ -531,7 +471,7 @@ def _eps_figure(suffix="epsilon"):
 REF_P = {"S1": 0.1, "S2": 0.9996}   # noise-free references: one run each, shared by every figure
 
 
-def _scheme_spec(name: str, fig: int, title: str, entries, checks, tables=(), extra=None):
+def _scheme_spec(name: str, fig: int, entries, checks, tables=(), extra=None):
     """Figs. 2-4: Algorithm 1 under ``entries`` = [(label, scheme, p)], its noise-free
     references, and each entry's epsilon in both forms."""
     def runs(quick: bool) -> list[Run]:
@@ -543,33 +483,27 @@ def _scheme_spec(name: str, fig: int, title: str, entries, checks, tables=(), ex
         out += [r for lab, m, p in entries for r in _eps(lab, m, p, quick)]
         return out + (extra(quick) if extra else [])
 
-    return register(Spec(
-        name, title, PAPER + f", Fig. {fig}", runs, checks, settings=_settings,
-        choices=CHOICES + (REFERENCE,), figures=[*_accuracy_figures(f"Fig. {fig}"), _eps_figure()],
+    return Spec(
+        name, PROSE, runs, checks, settings=_settings, fields=FIELDS,
+        figures=[*_accuracy_figures(f"Fig. {fig}"), _eps_figure()],
         tables=[*tables, _eps_table, _accuracy_table],
-        analysis=[_data_settings, _undecided_counterfactuals(runs, checks)]))
+        analysis=[_data_settings, _undecided_counterfactuals(runs, checks)])
 
 
 def _noise_checks(entries, theorem: str, steps: Check) -> list[Check]:
     labels = [e[0] for e in entries]
     return [steps,
-            Check(f"Smaller noise parameters give faster convergence ({theorem})",
-                  _convergence(lambda t, ds: labels, _ordered), NOISE),
-            Check("Smaller privacy noise gives a smaller cumulative epsilon (paper's Sec. IV-A, "
-                  "Remark 13)", _eps_claim(labels, lambda e, pa: all(
-                      x <= y for x, y in zip(e, e[1:])) and e[0] < e[-1]), INVERTED),
-            Check("Lemma 5: epsilon is proportional to 1/sigma, so smaller noise gives a larger "
-                  "epsilon", _eps_claim(labels, lambda e, pa: e[0] > e[-1] and pa[0] > pa[-1]))]
+            Check("less-noise-faster", _convergence(lambda t, ds: labels, _ordered), NOISE,
+                  fields={"theorem": theorem}),
+            Check("less-noise-smaller-eps", _eps_claim(labels, lambda e, pa: all(
+                x <= y for x, y in zip(e, e[1:])) and e[0] < e[-1]), INVERTED),
+            Check("lemma5", _eps_claim(labels, lambda e, pa: e[0] > e[-1] and pa[0] > pa[-1]))]
 
 
 FIG2 = [(f"S1 p={p:g}", "S1", p) for p in S1_P]
-_scheme_spec("cwz-fig2", 2, "Scheme S1 with p_zeta = p_eta in {-0.1, 0.1, 0.2}: accuracy and "
-             "epsilon", FIG2, _noise_checks(FIG2, "Theorem 1", Check(
-                 "S1 step sizes and sampling number: alpha = 80/2000 = 0.04, beta = 0.75/2000^0.66"
-                 " = 0.005, gamma = 100/2000 = 0.05, m = floor(3e-5 2000^1.9) + 1 = 57",
-                 _s1_steps)),
-             _scheme_tables(FIG2, "Assumption 5 (L = 1 illustrative), Theorem 1's exponent and "
-                                  "Theorem 3"))
+FIG2_SPEC = _scheme_spec("cwz-fig2", 2, FIG2, _noise_checks(FIG2, "Theorem 1", Check(
+    "s1-steps", _s1_steps)), _scheme_tables(FIG2, "Assumption 5 (L = 1 illustrative), Theorem "
+                                            "1's exponent and Theorem 3"))
 
 
 def _sweep_runs(quick: bool) -> list[Run]:
@@ -583,20 +517,16 @@ def _sweep_runs(quick: bool) -> list[Run]:
 
 
 FIG3 = [(f"S2 p={p:g}", "S2", p) for p in S2_P]
-_scheme_spec("cwz-fig3", 3, "Scheme S2 with p_zeta = p_eta in {0.9994, 0.9996, 0.9998}: accuracy "
-             "and epsilon", FIG3, _noise_checks(FIG3, "Theorem 2", Check(
-                 "S2: m = floor(1.002^2000) + 1 = 55 and sigma = p^2000 = 0.301, 0.449, 0.670 "
-                 "(constant in k)", _s2_steps)),
-             [*_scheme_tables(FIG3, "Assumption 6 (without rho_A) and Theorem 4"), _rho_a_table,
-              _sweep_table], extra=_sweep_runs)
-
 FIG4 = [("S1 p=0.1", "S1", 0.1), ("S2 p=0.9996", "S2", 0.9996)]
-_scheme_spec("cwz-fig4", 4, "Scheme S1 (p = 0.1) against S2 (p = 0.9996): accuracy and epsilon",
-             FIG4, [Check("S2 converges faster than S1", _convergence(
-                 lambda t, ds: ["S2 p=0.9996", "S1 p=0.1"], _first_beats_rest), NOISE),
-                    Check("S1 has the smaller cumulative epsilon (Sec. IV-B, Remark 14)",
-                          _eps_claim(["S1 p=0.1", "S2 p=0.9996"], lambda e, pa: e[0] < e[1]))],
-             _scheme_tables(FIG4))
+SCHEME_SPECS = (FIG2_SPEC, _scheme_spec(
+    "cwz-fig3", 3, FIG3, _noise_checks(FIG3, "Theorem 2", Check("s2-steps", _s2_steps)),
+    [*_scheme_tables(FIG3, "Assumption 6 (without rho_A) and Theorem 4"), _rho_a_table,
+     _sweep_table], extra=_sweep_runs), _scheme_spec(
+    "cwz-fig4", 4, FIG4, [Check("s2-faster", _convergence(
+        lambda t, ds: ["S2 p=0.9996", "S1 p=0.1"], _first_beats_rest), NOISE),
+                          Check("s1-smaller-eps", _eps_claim(["S1 p=0.1", "S2 p=0.9996"],
+                                                             lambda e, pa: e[0] < e[1]))],
+    _scheme_tables(FIG4)))
 
 
 def _fig5_runs(quick: bool) -> list[Run]:
@@ -605,15 +535,12 @@ def _fig5_runs(quick: bool) -> list[Run]:
         [_train(ds, lab, lab, 0.0, 1.0, quick) for lab in baselines(BATCH, model_dim())]
 
 
-FIG5_CHECKS = [Check(f"Algorithm 1 with {lab[:2]} converges faster than [33], [36], [37], [39], "
-                     "[41]", _convergence(_baselines_of(lab), _first_beats_rest), NOISE)
-               for lab in ("S2 p=0.9996", "S1 p=0.1")]
-register(Spec(
-    "cwz-fig5", "S2 (p = 0.9996) and S1 (p = 0.1) against [33], [36], [37], [39], [41]: accuracy",
-    PAPER + ", Fig. 5", _fig5_runs, FIG5_CHECKS, settings=_settings,
-    choices=CHOICES + BASELINE_CHOICES, figures=_accuracy_figures("Fig. 5"),
-    tables=[*_scheme_tables(FIG4[::-1]), _accuracy_table],
-    analysis=[_data_settings, _undecided_counterfactuals(_fig5_runs, FIG5_CHECKS)]))
+FIG5_CHECKS = [Check("beats-baselines", _convergence(_baselines_of(lab), _first_beats_rest), NOISE,
+                     case=lab[:2], fields={"scheme": lab[:2]}) for lab in ("S2 p=0.9996", "S1 p=0.1")]
+FIG5 = Spec(
+    "cwz-fig5", PROSE, _fig5_runs, FIG5_CHECKS, settings=_settings, fields=FIELDS,
+    figures=_accuracy_figures("Fig. 5"), tables=[*_scheme_tables(FIG4[::-1]), _accuracy_table],
+    analysis=[_data_settings, _undecided_counterfactuals(_fig5_runs, FIG5_CHECKS)])
 
 
 def _fig6_runs(quick: bool) -> list[Run]:
@@ -623,18 +550,16 @@ def _fig6_runs(quick: bool) -> list[Run]:
              {"kind": "epsilon", "run": lab}) for lab in baselines(BATCH, d)]
 
 
-register(Spec(
-    "cwz-fig6", "S2 (p = 0.9996) and S1 (p = 0.1) against [33], [36], [37], [39], [41]: "
-    "cumulative (epsilon, delta)", PAPER + ", Fig. 6", _fig6_runs,
-    [Check(f"Algorithm 1 with {lab[:2]} ({form} form's accounting) has smaller epsilon and delta "
-           "than [33], [36], [37], [39], [41]", _smaller_eps_delta(lab, form), ACCOUNTS)
-     for lab in ("S2 p=0.9996", "S1 p=0.1") for form in ("compact", "per-agent")],
+register(*SCHEME_SPECS, FIG5, Spec(
+    "cwz-fig6", PROSE, _fig6_runs,
+    [Check("smaller-eps-delta", _smaller_eps_delta(lab, form), ACCOUNTS, case=f"{lab[:2]}-{form}",
+           fields={"scheme": lab[:2], "form": form})
+     for lab in ("S2 p=0.9996", "S1 p=0.1") for form in ("compact", "per-agent")], fields=FIELDS,
     settings=lambda quick: {
         "model / d": f"mnist model: d = {model_dim()} parameters; local datasets of D = "
         f"{SIZE[quick]['per_agent'] or 60000 // N_AGENTS} samples; C = {C_ADJ:g} (l2) for every "
         "method", "graph": "our Fig. 1 stand-in (cwz_fig1) for Algorithm 1; see the choices for "
         "the baselines' graphs"},
-    choices=BASELINE_CHOICES,
     figures=[_eps_figure(""), curve_figure("delta", "run", where={"kind": "epsilon"}, logy=False,
                                       suffix="delta", caption="Cumulative delta")],
     tables=[lambda t, quick: (f"(epsilon, delta) after k = {K} (k + 1 iterations)", [

@@ -13,20 +13,23 @@ processes when ``jobs > 1``; a long run can keep snapshots in :func:`run_folder`
 A claim ends in one of four verdicts (:class:`Verdict`). A claim that is not reproduced carries a
 :class:`Diagnosis`: its cause in one sentence and a counterfactual, the same runs with one stated
 change, on which the same predicate is evaluated again; where no cause is known, the check says
-what would settle it.
+what would settle it. Every sentence a reader reads (claims, causes, changes, choices, notes,
+titles) is in the paper's prose file, joined to the Python by id (:mod:`.prose`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
 import numpy as np
 
+from ...errors import ParameterError
 from .. import report
 from ..store import Run, Table, execute
+from .prose import Prose
 
 
 class Verdict(StrEnum):
@@ -71,45 +74,93 @@ def changed(when: Callable[[Run], bool] | None = None, **change: Any) -> Callabl
 
 @dataclass(frozen=True)
 class Diagnosis:
-    """Why a claim is not reproduced: ``cause`` in one sentence, and ``change`` applied to every
-    run of the spec (``counterfactual(run) -> run``, identity for runs it does not touch); the
-    claim's predicate is evaluated again on the changed runs."""
+    """Why a claim is not reproduced: its cause and change are the prose file's
+    ``[diagnoses.NAME]``; ``counterfactual(run) -> run`` applies the change to every run of the
+    spec (identity for runs it does not touch), and the claim's predicate is evaluated again on
+    the changed runs."""
 
-    cause: str
-    change: str
+    name: str
     counterfactual: Callable[[Run], Run]
+    cause: str = ""          # filled from the prose file when the spec is built
+    change: str = ""
 
 
 @dataclass(frozen=True)
 class Check:
-    """A claim of the paper: ``predicate(table, quick) -> (verdict, measured numbers)`` where the
-    verdict is a bool, None (undecided) or a :class:`Verdict`. ``not_applicable`` (a reason) marks
-    a claim on a reading the paper's text rules out; it is still measured and shown."""
+    """A claim of the paper: ``id`` names its text in the prose file (``[claims.ID]``);
+    ``predicate(table, quick) -> (verdict, measured numbers)`` where the verdict is a bool, None
+    (undecided) or a :class:`Verdict`. ``fields`` fill the text's ``{field}``s; ``case``
+    qualifies the id in reports (``ID/CASE``) where one claim is checked on several cases.
+    ``not_applicable`` (a ``[texts]`` snippet: the reason) marks a claim on a reading the
+    paper's text rules out; it is still measured and shown."""
 
-    text: str
+    id: str
     predicate: Predicate
     diagnosis: Diagnosis | None = None
+    case: str = ""
+    fields: Mapping[str, Any] = field(default_factory=dict)
     not_applicable: str | None = None
-    unsettled: str = ""          # for a not-reproduced claim without diagnosis: what would settle it
+    text: str = ""           # the rest is filled from the prose file when the spec is built
+    unsettled: str = ""      # for a not-reproduced claim without diagnosis: what would settle it
+
+    @property
+    def claim_id(self) -> str:
+        return f"{self.id}/{self.case}" if self.case else self.id
+
+    def resolved(self, prose: Prose, fields: Mapping[str, Any], spec: str) -> Check:
+        """This check with its prose: text, settle, reason and diagnosis wording."""
+        where = f"claim {self.claim_id} of {spec}"
+        entry, f = prose.entry("claims", self.id), {**fields, **self.fields}
+        d = self.diagnosis
+        if d is not None:
+            words = prose.entry("diagnoses", d.name)
+            d = replace(d, **{k: prose.format(words[k], f, where) for k in ("cause", "change")})
+        reason = self.not_applicable and prose.format(f"{{{self.not_applicable}}}", f, where)
+        return replace(self, text=prose.format(entry["text"], f, where), diagnosis=d,
+                       not_applicable=reason or None,
+                       unsettled=prose.format(entry.get("settle", ""), f, where))
 
 
 @dataclass(frozen=True)
 class Spec:
-    """One figure or table. ``runs(quick)``; ``figures``/``tables``: callables of
-    (table, quick) returning (figure, caption[, suffix]) and (caption, rows); ``analysis``:
-    named hooks ``fn(report, table, quick)`` for notes that need more than a table or plot."""
+    """One figure or table: experiment ``name``, its prose (title, citation, choices, notes and
+    claim texts: ``[specs.NAME]`` and ``[claims.ID]`` of the paper's file, their ``{field}``s
+    filled from ``fields``), ``runs(quick)``; ``figures``/``tables``: callables of (table, quick)
+    returning (figure, caption[, suffix]) and (caption, rows); ``analysis``: named hooks
+    ``fn(report, table, quick)`` for notes that need more than a table or plot."""
 
     name: str
-    title: str
-    paper: str
+    prose: Prose
     runs: Callable[[bool], list[Run]]
     checks: Sequence[Check] = ()
     settings: Callable[[bool], Mapping[str, Any]] | Mapping[str, Any] = field(default_factory=dict)
-    choices: Sequence[str] = ()
-    notes: Sequence[str] = ()
+    fields: Mapping[str, Any] = field(default_factory=dict)
     figures: Sequence[Callable] = ()
     tables: Sequence[Callable] = ()
     analysis: Sequence[Callable] = ()
+    title: str = field(init=False, default="")       # the rest: from the prose file
+    paper: str = field(init=False, default="")
+    choices: tuple[str, ...] = field(init=False, default=())
+    notes: tuple[str, ...] = field(init=False, default=())
+
+    def __post_init__(self) -> None:
+        p, where = self.prose, f"spec {self.name}"
+        entry = p.entry("specs", self.name)
+        cite = p.format(entry.get("cite", ""), self.fields, where)
+        checks = tuple(c.resolved(p, self.fields, self.name) for c in self.checks)
+        ids = [c.claim_id for c in checks]
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        if twice:
+            raise ParameterError("claim id", twice[0], f"unique among the checks of {self.name} "
+                                 "(give each case its own Check case)")
+        for k, v in {"title": p.format(entry.get("title", ""), self.fields, where),
+                     "paper": ", ".join(x for x in (p.paper, cite) if x),
+                     "choices": tuple(p.format(c, self.fields, f"{where}, choices {g}")
+                                      for g in entry.get("choices", ())
+                                      for c in p.entry("choices", g)),
+                     "notes": tuple(p.format(n, self.fields, where) for n in entry.get("notes", ())),
+                     "checks": checks}.items():
+            object.__setattr__(self, k, v)      # frozen: the prose is resolved once, here
 
 
 def evaluate(spec: Spec, report, quick: bool, jobs: int = 1,
@@ -137,7 +188,7 @@ def evaluate(spec: Spec, report, quick: bool, jobs: int = 1,
         verdict = Verdict.NOT_APPLICABLE if check.not_applicable else Verdict.of(value)
         if check.not_applicable:
             measured = f"{check.not_applicable} (measured anyway: {measured})"
-        claim = report.claim(check.text, verdict, measured)
+        claim = report.claim(check.text, verdict, measured, id=check.claim_id)
         if verdict is Verdict.NOT_REPRODUCED:
             claim.diagnosis = _diagnose(check, runs, quick, jobs, log)
     for hook in spec.analysis:

@@ -24,19 +24,21 @@ import numpy as np
 
 from ...privacy import huo
 from .. import report, source
+from . import DATA, Prose, register
 from . import _huo_runs as runs
-from . import register
 from ._huo_runs import CNN_RATES, DELTA, DELTA0, G_LR, IOTA, N_AGENTS, doadp_sigma
 from .engine import Check, Diagnosis, Run, Spec, Table, all_of, changed, execute
 
-PAPER = ("Huo, Liu, Ding, Johansson, Shi: Decentralized optimization with amplified privacy via "
-         "efficient communication (paper 001)")
+PROSE = Prose.load(DATA / "huo.toml")
 LR_RATES = {"100%": (1.0, 1.0), "80%": (0.8, 1.0), "30%": (1.0, 0.3), "24%": (0.8, 0.3)}
 TABLE2 = {1.0: (89.58, 90.26, 90.98, 93.35), 0.9: (88.06, 90.11, 90.75, 91.27),
           0.8: (87.88, 87.91, 90.11, 90.37)}
 EPS_GRID = (0.01, 0.03, 0.1, 0.3, 1.0)
 SWEEP_G = (1.0, 3.0, 10.0, 30.0)
 CNN_EPOCHS, SWEEP_EPOCHS = 8, 2
+FIELDS = dict(g_lr=G_LR, delta0=DELTA0, iota=IOTA, sweep_g=list(SWEEP_G), cnn_epochs=CNN_EPOCHS,
+              sweep_epochs=SWEEP_EPOCHS, min_iterations=huo.theorem1_min_iterations(1.0, 1.0,
+                                                                                    3000, 8))
 
 
 def lr_datasets() -> list[str]:
@@ -117,11 +119,7 @@ def _pld(run: Run) -> Run:
     return run.replace(accountant="pld") if p["method"] == "DO-ADP" and p["epsilon"] else run
 
 
-NOISE_WALK = ("at Theorem 1's sigma the noise's random walk in xbar, alpha sigma sqrt(pT/n)/"
-              "(1 - beta) per coordinate ('walk'), is several G whatever the dataset (T = 6q and "
-              "(7)'s sigma ~ sqrt(T)/q), far more than the gradient steps move xbar")
-PLD = Diagnosis(NOISE_WALK, "DO-ADP's sigma from the PLD accountant at delta = 1e-5 (the tight "
-                "account of the paper's own mechanism model) instead of Theorem 1", _pld)
+PLD = Diagnosis("pld", _pld)
 
 
 def _lr_figure(x: str = "epoch", hue: str = "rate", caption: str = ""):
@@ -191,18 +189,6 @@ def _lr_settings(seeds: int, **more):
     return settings
 
 
-LR_CHOICES = (
-    f"G = {G_LR:g} with per-coordinate clipping of every per-sample gradient at G/sqrt(d) "
-    "(Assumption 2; the paper gives neither G nor the clipping)",
-    f"delta0 = {DELTA0:g}; sigma from Theorem 1's bound (7) where its hypotheses hold (eps <= 1, "
-    "T >= q^2 eps^2/(4p^2)); elsewhere the smallest sigma whose proof accountant (Lemmas 1, 4, 5 "
-    "with delta_hat = sqrt(S)) certifies eps",
-    f"W = I - L/{IOTA:g} (the paper's suggested form; it does not give W)",
-    "x* from L-BFGS instead of the paper's 'LogisticSGD' of scikit-learn (no such class exists)",
-    "An ordering claim fails only on a reversal beyond two standard errors of the repetitions' "
-    "means; reversals within them leave it undecided")
-
-
 def _noise_table(t: Table, quick: bool):
     """Per configuration: the noise, its walk in xbar, the final error and (full variant) what
     the PLD account says about the same noise and the sigma it would ask for."""
@@ -224,16 +210,12 @@ def _noise_table(t: Table, quick: bool):
             "alpha sigma sqrt(pT/n)/(1 - beta) per coordinate, in units of G", rows)
 
 
-register(Spec(
-    "huo-fig2a", "DO-ADP logistic regression at epsilon = 0.01: suboptimality for communication "
-    "rates 100/80/30/24 %", PAPER + ", Fig. 2(a)",
+FIG2A = Spec(
+    "huo-fig2a", PROSE,
     lambda quick: _lr_runs(quick, 5, [("DO-ADP", "DO-ADP", r, 0.01) for r in LR_RATES]),
-    [Check("A lower communication rate gives a smaller error: final suboptimality 24% < 30% < "
-           "80% < 100% (each dataset)", _ordering),
-     Check("Fig. 2(a) 'convergence under eps = 0.01': every rate ends below the start x_0 = 0 "
-           "(each dataset)", _converges, PLD)],
+    [Check("rate-ordering", _ordering), Check("converges", _converges, PLD)],
     settings=_lr_settings(5, privacy=f"epsilon = 0.01 per agent, delta0 = {DELTA0:g}"),
-    choices=LR_CHOICES, figures=[_lr_figure()], tables=[_noise_table], analysis=[_lr_notes]))
+    fields=FIELDS, figures=[_lr_figure()], tables=[_noise_table], analysis=[_lr_notes])
 
 
 # ---- Fig. 2(b) ------------------------------------------------------------------------------
@@ -258,27 +240,18 @@ def _spread(p: Table, d: Table, quick: bool):
                                f"{s[-1]:.4g}"
 
 
-register(Spec(
-    "huo-fig2b", "DO-ADP logistic regression: final suboptimality against epsilon",
-    PAPER + ", Fig. 2(b)",
+FIG2B = Spec(
+    "huo-fig2b", PROSE,
     lambda quick: _lr_runs(quick, 5, [("DO-ADP", "DO-ADP", r, e) for e in _grid(quick)
                                       for r in LR_RATES]),
-    [Check("A larger epsilon gives a smaller error (every rate, monotone over the grid, each "
-           "dataset)", _eps_monotone, Diagnosis(
-               "above eps ~ 0.1 the noise no longer sets the final error: each rate ends near its "
-               "own clipped noise-free trajectory (per-coordinate clipping has a fixed point away "
-               "from x*), where neighbouring epsilons differ by about the repetitions' spread",
-               "no clipping in the private runs (sigma unchanged)",
-               lambda r: r.replace(clipped=False) if r.tags["kind"] == "private" else r)),
-     Check("The gap between communication rates is larger at smaller epsilon (spread at the "
-           "smallest epsilon > at the largest, each dataset)", _spread,
-           unsettled="more repetitions and a finer epsilon grid")],
+    [Check("eps-monotone", _eps_monotone, Diagnosis(
+        "clipping", lambda r: r.replace(clipped=False) if r.tags["kind"] == "private" else r)),
+     Check("gap-shrinks", _spread)],
     settings=_lr_settings(5, **{"epsilon grid": "[0.01, 0.03, 0.1, 0.3, 1] (quick: [0.01, 1]; "
                                 "the paper's grid is not given)"}),
-    choices=LR_CHOICES + ("epsilon grid [0.01, 0.03, 0.1, 0.3, 1.0]; the 5 repetitions of Fig. "
-                          "2(a) per point",),
+    fields=FIELDS,
     figures=[_lr_figure("epsilon", caption="final suboptimality (mean over repetitions) against "
-                        "epsilon")], tables=[_noise_table], analysis=[_lr_notes]))
+                        "epsilon")], tables=[_noise_table], analysis=[_lr_notes])
 
 
 # ---- Fig. 3: baselines ----------------------------------------------------------------------
@@ -313,44 +286,13 @@ def _fig3_table(t: Table, quick: bool):
             rows)
 
 
-register(Spec(
-    "huo-fig3", "DO-ADP against DPDO, DP-DDA and CPGT at epsilon = 0.01", PAPER + ", Fig. 3",
-    lambda quick: _lr_runs(quick, 3, FIG3),
-    [Check("DO-ADP attains the best optimization accuracy (each dataset)", _best, Diagnosis(
-        "DO-ADP's sigma comes from Theorem 1's loose (7), several times what the PLD account of the "
-        "same mechanism needs ('sigma by'), while DP-DDA's comes from a tight moments (RDP) account; "
-        + NOISE_WALK, PLD.change, _pld))],
+FIG3_SPEC = Spec(
+    "huo-fig3", PROSE, lambda quick: _lr_runs(quick, 3, FIG3),
+    [Check("best", _best, Diagnosis("loose-sigma", _pld))],
     settings=_lr_settings(3, privacy="epsilon = 0.01 for every method by its own paper's "
-                          "accountant"),
-    choices=LR_CHOICES + (
-        "3 repetitions per method in the full run (CPU budget; Fig. 2(a) has 5)",
-        "Same epsilon = 0.01, each method by its own paper's accountant: DO-ADP (p = 0.8, k/d = "
-        "0.3) by Theorem 1 (7) (delta ~ 0.002 by its proof); DP-DDA by the moments (RDP) "
-        "accountant of its paper at delta = 1e-5 (a stronger guarantee than DO-ADP's); DPDO and "
-        "CPGT pure epsilon (stronger still). The paper's 'same noise reduction' for DP-DDA "
-        "(node sampling 24 %) fixes p, not sigma; the table's 'sigma by' columns show what "
-        "each account asks",
-        "No oracle knowledge of x*: DPDO's box is [-R, R]^d and DP-DDA's step the dual-averaging "
-        "rule beta_t = L sqrt(t+1)/R with L^2 = G^2 + d sigma^2, both with the public bound "
-        "R = sqrt(2 q log 2) >= ||x*|| (f(x*) <= f(0) = log 2 and f(x) >= ||x||^2/(2q))",
-        "Every stochastic method clips per sample per coordinate at G/sqrt(d), G = 1 (DO-ADP's "
-        "Assumption 2; an l2 bound G too). DPDO: c = 0.01, p = 0.1^(1/T), q = (1+p)/2, full "
-        "local gradients, per-sample gradient bound max ||a|| + R sqrt(d)/q on the box, record "
-        "adjacency; CPGT: PGTC (paper 000) with Top-k, k/d = 0.12 (two messages: 24 %), eta = "
-        "0.001, gamma = 0.05, alpha_x = alpha_y = 0.5, Laplace s q^k, q = 0.99999, s by paper "
-        "000's Theorem 3 (M = G)",
-        "Fig. 3 labels CPGT 'GPGT' (typo)"),
-    notes=("Fairness (issue 15): the earlier runs gave DP-DDA (7)'s sigma at k = d, p = 0.24 "
-           "(63 against DO-ADP's 115 on a9a), set its step and DPDO's box from ||x*|| (oracle "
-           "knowledge) and clipped DP-DDA in l2 while DO-ADP clips per coordinate. DPDO's box "
-           "[-R, R]^d from the public R is far wider than the oracle's 2||x*||_inf, and its "
-           "Laplace noise (M q^k per coordinate, M in the table) fills it",
-           "CPGT's pure epsilon (paper 000's Theorem 3) is 4 sqrt(d) M (sqrt(eta)/s_x + 1/s_y) "
-           "sum_{k<=T} q^-k: the sum is at least T + 1 for every q < 1 (smallest as q -> 1, "
-           "hence q = 0.99999), so epsilon = 0.01 over 6 epochs of single-sample steps needs "
-           "Laplace scales ~1e7-1e8, which swamp the iterates",),
+                          "accountant"), fields=FIELDS,
     figures=[_lr_figure(hue="method")], tables=[_fig3_table],
-    analysis=[_lr_notes]))
+    analysis=[_lr_notes])
 
 
 # ---- Table II and Fig. 4: the MNIST CNN -----------------------------------------------------
@@ -430,17 +372,7 @@ def _absolute(t: Table):
                                            f"max {max(gaps):+.2f} points"
 
 
-NOISE_OFF = ("noise off (sigma = 0) in every private run: what remains is what the activation, "
-             "the sparsification and the clipping do to the steps",
-             changed(lambda run: run.tags["kind"] == "private", epsilon=None))
-ACTIVATION = Diagnosis(
-    "with the tight (PLD) account the activation p = 0.8 lowers sigma only slightly (huo-table2's "
-    "privacy table) but removes a fifth of the gradient steps, so at this step-limited horizon "
-    "each p = 0.8 rate trails its p = 1 neighbour (the paper's ordering rests on (7)'s "
-    "sigma^2 ~ k p^2)", *NOISE_OFF)
-CAPPED = Diagnosis(
-    "the per-coordinate clipping at G/sqrt(P), the small CNN and the 8-epoch horizon cap even the "
-    "noise-free reference below Table II", *NOISE_OFF)
+NOISE_OFF = changed(lambda run: run.tags["kind"] == "private", epsilon=None)
 
 
 def _sweep_table(t: Table, quick: bool):
@@ -500,25 +432,6 @@ def _cnn_settings(quick: bool) -> dict:
                           f"(curves on a fixed {kw['eval_samples']}-image subset)"}
 
 
-CNN_CHOICES = (
-    "CNN architecture, batch size, epochs, G, delta0 and the evaluated model are not given by "
-    "the paper: the values above are choices (7,194 parameters keep 20 agents' per-sample "
-    "gradients affordable on 2 CPU cores)",
-    "G by a stated sweep (the clipping at G/sqrt(P) = 0.035 of the earlier G = 3 caps even the "
-    "noise-free reference): sigma is proportional to G, so a larger G keeps more of each "
-    f"gradient and adds more noise. Each G in {list(SWEEP_G)} runs noise-free and at eps = 1 "
-    f"(100 %) for the first {SWEEP_EPOCHS} of {CNN_EPOCHS} epochs (a reduced horizon, for the "
-    f"CPU budget) with sigma calibrated for all {CNN_EPOCHS}, beside one unclipped noise-free "
-    "run; the G with the highest private accuracy is used for Table II and Fig. 4",
-    "Theorem 1 cannot apply: with B records per step its proof needs T >= q^2 eps^2/(4 p^2 B^2) "
-    "(B cancels from the bound (7) on sigma: the batch correction of issue 14), "
-    f"{huo.theorem1_min_iterations(1.0, 1.0, 3000, 8):.3g}/p^2 at eps = 1 (q = 3000, B = 8), more "
-    "than T = 3000, and its proof's accountant with delta_hat = sqrt(S) leaves delta ~ 0.45 at "
-    "eps = 1. sigma is therefore the smallest value for which dp-accounting's PLD accountant "
-    "certifies (eps, delta = 1e-5) for the paper's own mechanism model (Top-k sensitivity "
-    "2 G sqrt(k/d)/B, activation counted as subsampling, sampling p B/q)")
-
-
 def _curves(t: Table, quick: bool):
     fig, ax = report.figure(figsize=(6, 3.8))
     for x in [t.one(kind="noise-free")] + [t.one(kind="private", epsilon=1.0, rate=r)
@@ -540,24 +453,14 @@ def _by_rate_figure(t: Table, quick: bool):
     return fig, "test accuracy of xbar against communication rate"
 
 
-RATE_CLAIM = "Accuracy rises as communication falls (100% <= 80% <= 40% <= 32% for every epsilon)"
-register(Spec(
-    "huo-table2", "DO-ADP CNN on MNIST: test accuracy for epsilon in {1, 0.9, 0.8} and "
-    "communication rates 100/80/40/32 %", PAPER + ", Table II", _cnn_runs,
-    [Check(RATE_CLAIM, _by_rate, ACTIVATION),
-     Check("Accuracy rises with epsilon (for every communication rate)", _by_eps,
-           unsettled="several seeds per configuration (one run each here)"),
-     Check("Absolute accuracies match Table II within 3 points (the CNN and training length are "
-           "not specified, so this is indicative)", _absolute, CAPPED)],
-    settings=_cnn_settings, choices=CNN_CHOICES,
-    notes=("One run per configuration (the paper does not say how many it averaged)",),
+register(FIG2A, FIG2B, FIG3_SPEC, Spec(
+    "huo-table2", PROSE, _cnn_runs,
+    [Check("by-rate", _by_rate, Diagnosis("activation", NOISE_OFF)), Check("by-eps", _by_eps),
+     Check("absolute", _absolute, Diagnosis("capped", NOISE_OFF))],
+    settings=_cnn_settings, fields=dict(FIELDS, which="every epsilon"),
     figures=[_by_rate_figure], tables=[_sweep_table, _cnn_tables, _cnn_privacy],
-    analysis=[_cnn_notes]))
-
-register(Spec(
-    "huo-fig4", "DO-ADP CNN on MNIST at epsilon = 1: test accuracy during training",
-    PAPER + ", Fig. 4", lambda quick: _cnn_runs(quick, (1.0,), sweep=False),
-    [Check(RATE_CLAIM.replace("every epsilon", "epsilon = 1"), _by_rate, ACTIVATION)],
-    settings=_cnn_settings, choices=CNN_CHOICES,
-    notes=("The curves come from the same runs as huo-table2 (epsilon = 1), cached once",),
+    analysis=[_cnn_notes]), Spec(
+    "huo-fig4", PROSE, lambda quick: _cnn_runs(quick, (1.0,), sweep=False),
+    [Check("by-rate", _by_rate, Diagnosis("activation", NOISE_OFF))],
+    settings=_cnn_settings, fields=dict(FIELDS, which="epsilon = 1"),
     figures=[_curves], analysis=[_cnn_notes]))

@@ -18,12 +18,12 @@ import numpy as np
 
 from ...privacy import ou, xie
 from .. import report
-from . import register
+from . import DATA, Prose, register
 from ._ou_runs import DIM, GRAPH_SEED, LAM, OMEGA, PAPER_EDGES, RADIUS, SAMPLES, N, curve, setup
 from .engine import Check, Diagnosis, Run, Spec, Table, changed, curve_figure
 
-PAPER = ("Ou, Wang, Liu, Lu: Distributed nonconvex optimization with double privacy protection "
-         "and exact convergence (paper 004), §VI")
+PROSE = Prose.load(DATA / "ou.toml")
+FIELDS = dict(graph_seed=GRAPH_SEED, paper_edges=PAPER_EDGES)
 SWEEP = dict(alpha=0.1, beta=0.05, rho=10.0)
 FIG3 = {"DPP2": dict(alpha=0.0994, beta=0.05, rho=10.0, u_w=0.994, u_e=1.0),
         "DiaDSP": dict(eta=0.01, u_x=2.0, u_y=5.0),
@@ -43,23 +43,9 @@ def setting_rows(quick: bool) -> dict:
                  f"eigenvalue {ev[1]:.4f}"}
 
 
-CHOICES = (
-    "Data: features v_is ~ N(0, I_d), labels uniform on {-1, +1}, seed 0 (the paper says only "
-    "'randomly generated'); Mbar is computed from these data as max_i lambda_max(V_i^T V_i)/(4m) "
-    "+ 2 lambda omega.",
-    f"Graph realisation: the paper's is unknown; seed {GRAPH_SEED} is the first seed whose "
-    f"connected draw has the paper's {PAPER_EDGES} edges.",
-    "P = I - W (Metropolis weights): the paper does not give P; the unweighted Laplacian has "
-    "lambda_max ~ 20 here, and G = alpha I - beta P > 0 with alpha = 0.1, beta = 0.05 needs "
-    "lambda_max(P) < 2.",
-    "x_i^0 ~ U[0, 1]^d independently per agent (the library default; the paper does not say); "
-    "random eta^k ~ U(0, 1), one public draw per k from the seed.")
-
-
 # ---- Figs. 1 and 2: DPP2 sweeps over r or u -------------------------------------------------
 
-def _sweep_spec(name: str, key: str, values, quick_values, fixed: dict, K: int, title: str,
-                extra_choices=()) -> Spec:
+def _sweep_spec(name: str, key: str, values, quick_values, fixed: dict, K: int) -> Spec:
     def runs(quick: bool) -> list[Run]:
         out = []
         for v in (quick_values if quick else values):
@@ -90,11 +76,9 @@ def _sweep_spec(name: str, key: str, values, quick_values, fixed: dict, K: int, 
         return (f"Theorem 3 budgets of these runs over K={Kq} (delta = 2M, M = {M:.3f} the data's "
                 "gradient bound): nominal only", rows)
 
-    longer = Diagnosis("the horizon is too short for the slowest setting's linear rate",
-                       "horizon K x3", changed(K=lambda K: 3 * K))
-    return Spec(name, title, PAPER + f", Fig. {name[-1]}", runs, settings=settings,
-                choices=CHOICES + tuple(extra_choices),
-                checks=_sweep_checks(key, longer),
+    longer = Diagnosis("longer", changed(K=lambda K: 3 * K))
+    return Spec(name, PROSE, runs, _sweep_checks(key, longer), settings=settings,
+                fields=dict(FIELDS, key=key),
                 figures=[curve_figure("optimality", key, seed=0, caption=f"Optimality against k "
                                       f"for each {key} (seed 0)", title=f"DPP2, {name}")],
                 tables=[eps_table])
@@ -145,23 +129,14 @@ def _sweep_checks(key: str, longer: Diagnosis) -> list[Check]:
             + ", ".join(f"{v:g}: {x:.2e}" for v, x in zip(vals, seen))
             + f"; at k={it[mid]}: " + ", ".join(f"{v:g}: {x:.2e}" for v, x in zip(vals, halves)))
 
-    return [Check(f"No noise floor: DPP2's optimality measure is still falling at K for every "
-                  f"{key}", falling, longer),
-            Check(f"Exact convergence of DPP2 to numerical zero within K for every {key}", exact,
-                  longer),
-            Check(f"Slower convergence with larger {key}: the optimality measure at k is "
-                  f"non-decreasing in {key}", ordered, longer)]
+    return [Check("still-falling", falling, longer), Check("exact", exact, longer),
+            Check("ordered", ordered, longer)]
 
 
-register(_sweep_spec("ou-fig1", "r", [0.0, 0.5, 0.9, 0.95, 0.97, 0.98, 0.99], [0.0, 0.5, 0.9],
-                     {"u": 1.0}, 5000, "DPP2: convergence for noise decay rates r (u = 1)",
-                     ["r = 0 read as 0^0 = 1: noise of scale u at k = 0 only, none afterwards.",
-                      "K = 5000: the paper does not give K."]))
-register(_sweep_spec("ou-fig2", "u", [0.0, 0.1, 0.3, 0.6, 1.0, 3.0, 5.0], [0.0, 0.3, 1.0],
-                     {"r": 0.95}, 14000, "DPP2: convergence for noise scales u (r = 0.95)",
-                     ["K = 14000 (the paper does not give K): at u = 5 every seed reaches 1e-8 of "
-                      "its peak near k = 6350, so the earlier K = 5000 could not show exact "
-                      "convergence; u = 0 is the noise-free method (first tier only)."]))
+FIG1 = _sweep_spec("ou-fig1", "r", [0.0, 0.5, 0.9, 0.95, 0.97, 0.98, 0.99], [0.0, 0.5, 0.9],
+                   {"u": 1.0}, 5000)
+FIG2 = _sweep_spec("ou-fig2", "u", [0.0, 0.1, 0.3, 0.6, 1.0, 3.0, 5.0], [0.0, 0.3, 1.0],
+                   {"r": 0.95}, 14000)
 
 
 # ---- Fig. 3: DPP2 against DiaDSP and uncompressed PPDC ---------------------------------------
@@ -260,32 +235,18 @@ def _scale_noise(method: str, keys: tuple[str, ...], factor: float):
     return change
 
 
-DRIFT = ("DiaDSP's tracking sum and PPDC's dual accumulate the noise, which asks the average "
-         "gradient for more than the logistic loss can produce: no fixed point exists, the "
-         "iterates drift off and the gradient saturates near 0.16 whatever r is")
 _EQUAL = 2.288   # DPP2/DiaDSP epsilon ratio at the paper's parameters (measured in the claim)
 
 FIG3_CHECKS = [
-    Check("Under the same r, DPP2 reaches a better final accuracy than DiaDSP and PPDC at every "
-          "r", _best),
-    Check("DiaDSP and PPDC plateau at noise-dependent floors", _floors),
-    Check("DPP2 shows no floor: its metric is still falling at K for every r", _no_floor,
-          Diagnosis("DPP2's decaying noise is still above its linear rate's reach at K for the "
-                    "slowest decay", "horizon K x4", changed(K=lambda K: 4 * K))),
-    Check("Larger r (more privacy) gives slower convergence: DPP2's final metric is "
-          "non-decreasing in r", _slower("DPP2")),
-    Check("Larger r gives slower convergence: DiaDSP's final metric is non-decreasing in r",
-          _slower("DiaDSP"), Diagnosis(DRIFT, "DiaDSP's noise scales x 0.01 (a fixed point "
-                                       "exists)", _scale_noise("DiaDSP", ("u_x", "u_y"), 0.01))),
-    Check("Larger r gives slower convergence: PPDC's final metric is non-decreasing in r",
-          _slower("PPDC"), Diagnosis(DRIFT, "PPDC's noise scales x 0.01 (a fixed point exists)",
-                                     _scale_noise("PPDC", ("u_x", "u_v"), 0.01))),
-    Check("The three methods are set to the same privacy budget", _same_budget,
-          Diagnosis("by each method's own theorem the paper's noise scales give DPP2 2.29x "
-                    "DiaDSP's epsilon (paper 000's formulas give DiaDSP and PPDC the same "
-                    "sqrt(d) M per iteration); the paper does not say how it equalised them",
-                    f"DPP2's noise scales u_w, u_e x {_EQUAL}",
-                    _scale_noise("DPP2", ("u_w", "u_e"), _EQUAL))),
+    Check("best", _best), Check("floors", _floors),
+    Check("no-floor", _no_floor, Diagnosis("decay", changed(K=lambda K: 4 * K))),
+    Check("slower-dpp2", _slower("DPP2")),
+    Check("slower-diadsp", _slower("DiaDSP"),
+          Diagnosis("drift-diadsp", _scale_noise("DiaDSP", ("u_x", "u_y"), 0.01))),
+    Check("slower-ppdc", _slower("PPDC"),
+          Diagnosis("drift-ppdc", _scale_noise("PPDC", ("u_x", "u_v"), 0.01))),
+    Check("same-budget", _same_budget,
+          Diagnosis("unequal", _scale_noise("DPP2", ("u_w", "u_e"), _EQUAL))),
 ]
 
 
@@ -320,22 +281,11 @@ def _fig3_table(t: Table, quick: bool):
     return f"Final accuracy and each method's epsilon over K={K} (delta = 2M for DPP2)", rows
 
 
-register(Spec(
-    "ou-fig3", "DPP2 vs DiaDSP and uncompressed PPDC: final accuracy against r",
-    PAPER + ", Fig. 3", _fig3_runs, FIG3_CHECKS,
+register(FIG1, FIG2, Spec(
+    "ou-fig3", PROSE, _fig3_runs, FIG3_CHECKS, fields=dict(FIELDS, equal=_EQUAL),
     settings=lambda quick: {**setting_rows(quick), "iterations K": 150 if quick else 500,
                             "seeds": "[0] (quick)" if quick else "[0, 1, 2]; finals are "
                             "geometric means over seeds",
                             **{m: ", ".join(f"{k}={v}" for k, v in FIG3[m].items()) for m in FIG3},
                             "metric": "||(1/N) sum_i grad f_i(x_i^K)||^2"},
-    choices=CHOICES + (
-        "DiaDSP and PPDC use the Metropolis W of the same graph (the paper does not give their "
-        "W); PPDC's alpha_x = 0.5 is irrelevant with the identity compressor.",
-        "Privacy convention (the paper does not say how the budgets were equalised): M = the "
-        "data's gradient bound (Assumption 7 of paper 000, used by DiaDSP/PPDC) and delta = 2M "
-        "for DPP2 (paper 004 §II-B); each epsilon by its own theorem, summed over k = 0..K."),
-    notes=("Every epsilon here is astronomically large (10^hundreds for small r): pure-DP budgets "
-           "of geometrically decaying noise grow like r^-K, so the comparison is nominal.",
-           "The baselines' 'floors' are no floors: " + DRIFT + " (the table's ||xbar_K|| column "
-           "shows the drift)."),
     figures=[_fig3_figure], tables=[_fig3_table]))

@@ -25,12 +25,14 @@ from .engine import Verdict
 @dataclass
 class Claim:
     """The paper's sentence, the measured numbers and one of the four verdicts; a claim that is
-    not reproduced carries its diagnosis (cause, counterfactual change and its verdict)."""
+    not reproduced carries its diagnosis (cause, counterfactual change and its verdict). ``id``:
+    the claim's id in the paper's prose file (``ID/CASE`` for one case of it)."""
 
     text: str
     verdict: Verdict
     measured: str
     diagnosis: dict[str, str] | None = None
+    id: str = ""
 
     @property
     def passed(self) -> bool | None:
@@ -63,8 +65,9 @@ class Report:
     def note(self, text: str) -> None:
         self.notes.append(text)
 
-    def claim(self, text: str, passed: Verdict | bool | None, measured: str) -> Claim:
-        c = Claim(text, Verdict.of(passed), measured)
+    def claim(self, text: str, passed: Verdict | bool | None, measured: str,
+              id: str = "") -> Claim:
+        c = Claim(text, Verdict.of(passed), measured, id=id)
         self.claims.append(c)
         return c
 
@@ -106,7 +109,7 @@ class Report:
     def summary(self) -> dict[str, Any]:
         return {"name": self.name, "title": self.title, "paper": self.paper, "quick": self.quick,
                 "settings": self.settings,
-                "claims": [{"text": c.text, "verdict": c.verdict.value, "passed": c.passed,
+                "claims": [{"id": c.id, "text": c.text, "verdict": c.verdict.value, "passed": c.passed,
                             "measured": c.measured, "diagnosis": c.diagnosis}
                            for c in self.claims]}
 
@@ -121,8 +124,8 @@ class Report:
                            for v in Verdict)
         lines += ["## Claims", "", counts + ".", "",
                   "| claim | verdict | measured |", "|---|---|---|"]
-        lines += [f"| {_md(c.text)} | {c.verdict.value} | {_md(c.measured)} |"
-                  for c in self.claims]
+        lines += [f"| {_md(c.text)}{f' `{c.id}`' if c.id else ''} | {c.verdict.value} | "
+                  f"{_md(c.measured)} |" for c in self.claims]
         lines.append("")
         diagnosed = [c for c in self.claims if c.diagnosis]
         if diagnosed:

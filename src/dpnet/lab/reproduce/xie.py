@@ -26,11 +26,10 @@ from ...errors import NonFiniteError
 from ...rng import Streams
 from ...runner import run
 from .. import report
-from . import register
+from . import DATA, Prose, register
 from .engine import Check, Diagnosis, Run, Spec, Table, curve_figure, execute
 
-PAPER = ("Xie, Yi, Wang, Cao, Ren: Differentially private and communication-efficient "
-         "distributed nonconvex optimization algorithms (paper 000), §V")
+PROSE = Prose.load(DATA / "xie.toml")
 N, D, M_SAMPLES, OMEGA, FLOAT_BITS = 6, 10, 200, 5.0, 32
 # Fig. 1 is not in the text: the triangular prism, the 3-regular 6-node graph that is not
 # bipartite, so the paper's own W (w_ii = 0, w_ij = 1/3) has rho = 1/3 > 0.
@@ -149,29 +148,9 @@ def _on_ppdc(**change):
     return lambda r: r.replace(**change) if r.params["method"].startswith("PPDC") else r
 
 
-CEILING = ("PPDC has no fixed point on (37): one needs sum_i grad f_i(x^inf) = -omega sum_t sum_i "
-           "xi_v,t, but omega ||sum_t sum_i xi_v|| / n exceeds the largest gradient (37) has "
-           "(0.437), so x drifts off")
-V_OFF = Diagnosis(CEILING, "PPDC's v-noise channel off (s_v = 0)", _on_ppdc(v_scale=0.0))
-CURVATURE = Diagnosis(
-    "with s_xi = 100 a fixed point must sit at ||x|| ~ 100 (2x + 3 sin 2x balances -sum_t sum_i "
-    "xi_y / n), where the local curvature of m_i x^T cos x, ~|m_i| |x_s| ~ 100 for our m_i (the "
-    "paper gives none), is far beyond what Table I's steps tolerate: the iterates keep bouncing "
-    "and R_k stalls", f"m_i x {SMALL_M:g} (reading (b) runs only)",
-    lambda r: r.replace(m_scale=SMALL_M) if r.tags.get("reading") == "b" else r)
-CHOICES = (
-    "Fig. 1's graph is not in the text: the triangular prism (3-regular, not bipartite) with the "
-    "paper's own convention w_ii = 0 and W doubly stochastic (w_ij = 1/3); PGTC and PPDC do not "
-    "read w_ii, DiaDSP does.",
-    "Initial points x_i(0) ~ U[0,1]^10 and the data of (37) / the m_i of (38) are drawn from the "
-    "seed (problem data: seed 0; x_i(0) and noise: the run's seed).",
-    "Noise draws are keyed by (seed, purpose, iteration, agent), so PGTC and DiaDSP of one seed "
-    "see the same xi_x and xi_y realizations (paired runs).",
-    "Table I's norm-sign rows violate alpha < 1/r (r = d/2 = 5 for norm-sign): they run with "
-    "check_theory=False, as in the paper.")
-UNSTABLE = ("Table I's DiaDSP (eta = 0.15) is unstable on (38) with this W (its curvature ~8 near "
-            "0 makes gradient tracking unstable unless every disagreement eigenvalue of W exceeds "
-            "~0.55; ours are 1/3, 0, -2/3)")
+V_OFF = Diagnosis("v-off", _on_ppdc(v_scale=0.0))
+CURVATURE = Diagnosis("curvature", lambda r: r.replace(m_scale=SMALL_M)
+                      if r.tags.get("reading") == "b" else r)
 
 
 def _settings(which: str, **extra):
@@ -338,41 +317,30 @@ def _ceiling_note(report, t: Table, quick: bool) -> None:
 
 
 def _residual_claims(which: str, axis: str) -> list[Check]:
-    fig = {"37": {"iterations": 2, "bits": 3}, "38": {"iterations": 5, "bits": 6}}[which][axis]
-    na = ("§V's sentence introducing Fig. 2 (Fig. 3 plots the same runs) sets s_xi = 0.1 and "
-          "q = 0.2, so Table I's s_xi = 100, q = 0.1 is not the setting of Figs. 2-3")
     out = []
     for r in ("a", "b"):
-        tag, kw = f"Fig. {fig}, reading ({r})", {}
+        kw: dict = {"case": r, "fields": {"reading": r}}
         if which == "37":
-            kw = {"diagnosis": V_OFF} if r == "a" else {"not_applicable": na}
+            kw.update({"diagnosis": V_OFF} if r == "a" else {"not_applicable": "sentence-sets-a"})
         elif r == "b":
-            kw = {"diagnosis": CURVATURE}
-        lin = (f"(i) x_k converges linearly to x^inf under PGTC and PPDC with every compressor "
-               f"({tag}; converged, fitted rate < 1, r2 >= 0.9)")
+            kw["diagnosis"] = CURVATURE
         if axis == "iterations":
-            out.append(Check(lin, _linear(r), **kw))
+            out.append(Check("linear", _linear(r), **kw))
         for base in ((("DiaDSP", LAZY) if which == "38" else ("DiaDSP",))
                      if axis == "bits" else ()):
-            out.append(Check(f"(iii) most compressed variants need fewer bits than {base} to "
-                             f"reach the same residual ({tag}; R <= {TAU:g})",
-                             _fewer_bits(r, base), **kw))
+            out.append(Check("fewer-bits", _fewer_bits(r, base), **{
+                **kw, "case": r + ("-w0.2" if base == LAZY else ""),
+                "fields": {"reading": r, "base": base}}))
         if which == "37" and axis == "iterations":
-            out.append(Check(f"(ii) with suitable parameters PGTC's rate closely matches DiaDSP's "
-                             f"({tag}; best ratio log(rate_PGTC)/log(rate_DiaDSP) >= 0.8)",
-                             _rate_match(r), not_applicable=kw.get("not_applicable")))
+            out.append(Check("rate-match", _rate_match(r), case=r, fields={"reading": r},
+                             not_applicable=kw.get("not_applicable")))
         if which == "38":
             unit = "iteration" if axis == "iterations" else "bit"
-            out.append(Check(f"(vi) on (38) PPDC is generally slower than PGTC per {unit} ({tag}; "
-                             f"{unit}s to R <= {TAU:g}, same compressor, at least 2 of 3)",
-                             _slower(r, f"{'iterations' if unit == 'iteration' else 'bits'} to "
-                                        "R<=1e-10"), **kw))
+            out.append(Check("slower", _slower(r, f"{'iterations' if unit == 'iteration' else 'bits'}"
+                                               " to R<=1e-10"),
+                             **{**kw, "fields": {"reading": r, "unit": unit}}))
     if which == "38" and axis == "iterations":
-        out += [Check(lin.replace(tag, f"Fig. 5, reading (b), m_i x {SMALL_M:g}: sensitivity"),
-                      _linear("b-small-m")),
-                Check("(catalogue 1.D.3) noise-free, every PGTC / PPDC variant of Table I "
-                      "converges linearly to x* = 0 on (38) (||x_K||^2 <= 1e-10 ||x_0||^2, fitted "
-                      "rate < 1, r2 >= 0.9)", _noise_free)]
+        out += [Check("linear-small-m", _linear("b-small-m")), Check("noise-free", _noise_free)]
     return out
 
 
@@ -397,51 +365,22 @@ def _residual_spec(name: str, which: str, axis: str) -> Spec:
             return (f, *rest)
         return floored
 
-    choices = (("Main reading (a): the sentence introducing Fig. 2 sets s_xi = 0.1, q = 0.2.",
-                f"Horizon of (37) reading (a): K = {HORIZON[('37', 'a')]} (the paper gives none; "
-                "2500 before): PPDC with the v-noise off converges linearly but slowly (rates "
-                "near 0.995, see the counterfactual) and reaches R <= 1e-10 only after k ~ "
-                "4000-6000, which a shorter K could not show.")
-               if which == "37" else
-               ("Main reading (b): §V says Fig. 5 uses 'the parameters given in TABLE I'.",
-                UNSTABLE + ". A second baseline 'DiaDSP on W_0.2' runs DiaDSP (eta = 0.15) on "
-                "W_0.2 = 0.8 I + 0.2 W (eigenvalues >= 2/3), which is PGTC-C1's mixing without "
-                "compression; claims are checked against both.",
-                f"Horizon of (38) reading (b): K = {HORIZON[('38', 'b')]} (the paper gives none; "
-                f"1500 before): with m_i x {SMALL_M:g}, PGTC-C3, PPDC-C1 and PPDC-C2 converge "
-                "linearly at rates near 0.99 and reach R <= 1e-10 only after k ~ 2300-3700 (see "
-                "the sensitivity table), which K = 1500 could not show. With our m_i at full "
-                "scale, reading (b) finds no limit at K = 6000 either (see the diagnoses).",
-                f"m_i of (38): z - mean(z) with z ~ N(0, I_6) (the paper gives none); reading "
-                f"(b) is rerun with m_i x {SMALL_M:g} because it matters there."))
     return Spec(
-        name, f"PGTC/PPDC/DiaDSP residual vs "
-        f"{'iterations' if axis == 'iterations' else 'transmitted bits'} on problem ({which})",
-        PAPER + f", Fig. {fig}", _residual_runs(which), _residual_claims(which, axis),
+        name, PROSE, _residual_runs(which), _residual_claims(which, axis), fields=_fields(fig),
         settings=_settings(
             which, readings=lambda quick: "(a) s_xi = 0.1, q = 0.2 (the sentence of §V); (b) "
             f"s_xi = 100, q = 0.1 (Table I); main reading for this figure: ({main})",
             horizon=lambda quick: f"{QUICK_K} iterations, seed 0, both readings" if quick else
             "; ".join(f"reading ({r}): {HORIZON[(which, r)]} iterations, seeds "
                       f"{SEEDS[(which, r)]}" for r in READINGS)),
-        choices=CHOICES + (
-            "x^inf = the last iterate x_K of the same run (same noise realization); a run "
-            "'converged' when x moved by at most 1e-6 (1 + ||x_K - x_0||) over its last 5% of "
-            "iterations, 'no limit' otherwise (a drift or an oscillation), 'diverged' when "
-            "non-finite or |x| > 1e6. R_k is plotted until 10% before K.",
-            "The sentence 'except for s_xi = 0.1 and q = 0.2' contradicts Table I (s_xi = 100, "
-            "q = 0.1): both readings are run and reported.",
-            "Linear rate: least-squares slope of log10 R_k between R_k = 0.1 R_0 and R_k = 1e-22 "
-            "max(1, R_0) (median over seeds; r2 = worst seed); 'iterations / bits to reach' use "
-            f"R_k <= {TAU:g} (median over seeds, inf if a seed never gets there).", *choices),
         figures=[plot(r) for r in readings],
         tables=[*map(_rate_table, readings)],
         analysis=[_ceiling_note] if which == "37" else [])
 
 
-for _name, _which, _axis in (("xie-fig2", "37", "iterations"), ("xie-fig3", "37", "bits"),
-                             ("xie-fig5", "38", "iterations"), ("xie-fig6", "38", "bits")):
-    register(_residual_spec(_name, _which, _axis))
+def _fields(fig) -> dict:
+    return dict(fig=fig, tau=TAU, small_m=SMALL_M, k_37a=HORIZON[("37", "a")],
+                k_38b=HORIZON[("38", "b")])
 
 
 # ---- accuracy against q (figs 4, 7) ---------------------------------------------------------
@@ -550,44 +489,25 @@ def _accuracy_spec(name: str, which: str, s: float) -> Spec:
                     f"drawn in grey. Median measured/predicted: PGTC {_f(ratio['PGTC'], '.2f')}, "
                     f"PPDC {_f(ratio['PPDC'], '.2f')} (one noise realization per seed).")
 
-    dia = Diagnosis(UNSTABLE + ": its iterates blow up, so there is no accuracy to compare",
-                    "DiaDSP mixes with W_0.2 = 0.8 I + 0.2 W (PGTC-C1's mixing) instead of W",
-                    lambda r: r.replace(method=LAZY) if r.params["method"] == "DiaDSP" else r)
-    v_tenth = Diagnosis(CEILING + ", and its accuracy sits at that ceiling whatever q is",
-                        "PPDC's xi_v x 0.1 (its need falls below the ceiling; with the v-noise "
-                        "off there would be no noise left to depend on q)", _on_ppdc(v_scale=0.1))
-    checks = [Check(f"(iv) PGTC's accuracy is nearly the same as {b}'s (Fig. {fig}; |median "
-                    f"ratio - 1| <= 0.1 at every q)", _same_as(b),
-                    dia if which == "38" and b == "DiaDSP" else None)
+    dia = Diagnosis("unstable", lambda r: r.replace(method=LAZY)
+                    if r.params["method"] == "DiaDSP" else r)
+    checks = [Check("same-as", _same_as(b), dia if which == "38" and b == "DiaDSP" else None,
+                    case="" if b == "DiaDSP" else "w0.2", fields={"base": b})
               for b in ("DiaDSP", LAZY)[:1 if which == "37" else 2]]
-    checks += [
-        Check(f"(iv) PGTC's accuracy depends only on the noise, not on step size, gamma or "
-              f"compressor (Fig. {fig}; spread of PGTC-C1/C2/C3 medians <= 10% at every q)",
-              _spread),
-        Check(f"(v) PPDC's accuracy is more affected by noise than PGTC's (Fig. {fig}; every PPDC "
-              f"median above every PGTC median, at every q)", _ppdc_worse),
-        Check(f"(implicit) the accuracy of PGTC and PPDC degrades as q grows (Fig. {fig}; the "
-              f"median grows with q (correlation > 0) and by >= 10% over the grid; DiaDSP for "
-              f"information)", _degrades, v_tenth if which == "37" else None)]
+    checks += [Check("spread", _spread), Check("ppdc-worse", _ppdc_worse),
+               Check("degrades", _degrades, Diagnosis("v-tenth", _on_ppdc(v_scale=0.1))
+                     if which == "37" else None)]
     return Spec(
-        name, f"Accuracy ||grad f(x^inf)|| vs noise decay q on problem ({which})",
-        PAPER + f", Fig. {fig}", runs, checks,
+        name, PROSE, runs, checks, fields=_fields(fig),
         settings=_settings(which, noise=lambda quick: f"s_xi = {s:g} for x, y and v; q in "
                            f"{[0.18, 0.9] if quick else list(Q_GRID)}",
                            horizon=lambda quick: f"{120 if quick else 1000} iterations per run, "
                            f"seeds {[0] if quick else [0, 1, 2]}"),
-        choices=CHOICES + (
-            "x^inf = the agents' average at the last iterate; accuracy ||grad f(x^inf)|| with f = "
-            "(1/6) sum_i f_i; a run whose x still moves (by more than 1e-4 (1 + ||x_K - x_0||) "
-            "over its last 5% of iterations: no fixed point exists when the accumulated noise "
-            "exceeds what the gradients can balance) is marked 'no limit' and its accuracy is "
-            "that of its last iterate; a diverged run (non-finite) has none. Medians over seeds "
-            "ignore diverged runs.", *(() if which == "37" else (
-                "Fig. 7's q grid is not given: the same as Fig. 4.", UNSTABLE + "; 'DiaDSP on "
-                "W_0.2' (DiaDSP on 0.8 I + 0.2 W, PGTC-C1's mixing) is run as well."))),
         figures=[figure], tables=[table],
         analysis=[prediction, *([_ceiling_note] if which == "37" else [])])
 
 
-register(_accuracy_spec("xie-fig4", "37", 0.1))
-register(_accuracy_spec("xie-fig7", "38", 5.0))
+register(*(_residual_spec(name, which, axis) for name, which, axis in (
+    ("xie-fig2", "37", "iterations"), ("xie-fig3", "37", "bits"), ("xie-fig5", "38", "iterations"),
+    ("xie-fig6", "38", "bits"))), _accuracy_spec("xie-fig4", "37", 0.1),
+    _accuracy_spec("xie-fig7", "38", 5.0))
