@@ -236,3 +236,12 @@ def test_unknown_names_list_the_known_ones():
     with pytest.raises(UnknownNameError, match="known graphs: circulant"):
         config.validate({**config.load(EXAMPLE), "graph": {"name": "rign", "n": 4}})
     assert np.isfinite(config.validate(config.load(EXAMPLE))["iterations"])
+
+
+@pytest.mark.parametrize("override", ["graph.n=1000000000", "problem.samples=300000000.0",
+                                      "problem.dim=100000000"])
+def test_a_size_with_extra_digits_is_refused_before_any_allocation(tmp_path, capsys, override):
+    """It was OOM-killed (no message): now one line with the memory it would need."""
+    err = _cli_error(capsys, ["run", _toml(tmp_path, BASE), override, "--out",
+                              str(tmp_path / "o")], "GiB", "half of this machine's memory")
+    assert "graph.n, problem.samples, problem.dim=" in err

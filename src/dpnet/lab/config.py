@@ -22,6 +22,7 @@ import ast
 import copy
 import inspect
 import math
+import os
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -224,7 +225,40 @@ def validate(cfg: Any) -> dict[str, Any]:
     for key, (condition, ok) in SCALARS.items():
         if not ok(out[key]):
             raise ParameterError(key, out[key], condition)
+    _check_size(out)
     return out
+
+
+def _memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):      # no sysconf: assume a laptop's 16 GiB
+        return 16 * 2 ** 30
+
+
+def _check_size(cfg: dict[str, Any]) -> None:
+    """Refuse, before anything is allocated, a configuration whose graph, data and state need
+    more than half of this machine's memory (a size typed with extra digits was OOM-killed, no
+    message): float64 entries of the weights (n^2 for a complete graph), the synthetic data
+    (``n x samples x dim``, ``n x dim x dim`` for quadratics) and a few ``(n, dim)`` states."""
+    g, p = cfg["graph"], cfg["problem"]
+    # constructors take 2.0 for 2 (positive_int): count integer-valued floats as sizes too
+    ints = {k: int(v) for k, v in {**g, **p}.items() if isinstance(v, int | float)
+            and not isinstance(v, bool) and math.isfinite(v) and float(v).is_integer()}
+    n = ints.get("n", ints.get("rows", 1) * ints.get("cols", 1))
+    if g["name"] == "explicit" or not n:
+        return
+    dim = ints.get("dim", 10)
+    data = {"nonconvex_logistic": n * ints.get("samples", 200) * dim,
+            "quadratic": n * dim * dim, "sincos": n * dim}.get(p["name"], 0)
+    dense = g["name"] in ("complete", "erdos_renyi", "geometric")      # pairwise draws or edges
+    entries = (n * n if dense else 4 * n) + data + 16 * n * dim
+    need, have = 8 * entries, _memory_bytes()
+    if need > have // 2:
+        raise ParameterError("graph.n, problem.samples, problem.dim", (n, ints.get("samples"),
+                             dim), f"sizes whose graph, data and state fit in half of this "
+                             f"machine's memory: they need about {need / 2 ** 30:.3g} GiB of "
+                             f"{have / 2 ** 30:.3g} GiB")
 
 
 # -- building and running ------------------------------------------------------------------
@@ -237,7 +271,7 @@ def _built(where: str, make: Callable[[], Any]) -> Any:
         return make()
     except DPNetError:
         raise
-    except (TypeError, ValueError, KeyError, IndexError, OverflowError) as err:
+    except (TypeError, ValueError, KeyError, IndexError, OverflowError, MemoryError) as err:
         raise ParameterError(f"[{where}]", None, f"values its constructor accepts "
                              f"({type(err).__name__}: {err})") from None
 
