@@ -48,7 +48,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from scipy.special import betaincinv
 
 from ... import algorithms
 from ...algorithms.base import Algorithm, Context
@@ -427,6 +426,8 @@ for _name, _cls in (("laplace_llr", LaplaceLLR), ("projection", Projection), ("f
 def clopper_pearson(k, n, alpha: float) -> tuple[np.ndarray, np.ndarray]:
     """One-sided Clopper-Pearson bounds at level ``alpha`` each: ``P(p < lower) <= alpha`` and
     ``P(p > upper) <= alpha`` for ``k`` successes in ``n`` trials (vectorised)."""
+    from scipy.special import betaincinv  # at first use: `dpnet --help` does not pay for it
+
     k, n = np.asarray(k, dtype=np.float64), np.asarray(n, dtype=np.float64)
     with np.errstate(invalid="ignore"):
         lower = np.where(k > 0, betaincinv(np.maximum(k, 1), n - k + 1, alpha), 0.0)
