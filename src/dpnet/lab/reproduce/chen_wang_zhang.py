@@ -45,8 +45,9 @@ from .engine import Check, Diagnosis, Run, Spec, Verdict, all_of, curve_figure, 
 PROSE = Prose.load(DATA / "chen_wang_zhang.toml")
 SETTINGS = PROSE.group("settings", "graph", "run size", "epsilon")
 (DATA_SETTING, UNDECIDED, STEPS, RHO_A, EPS_CAPTION, SWEEP_CAPTION, EPS_FIGURE, FIG6_SETTINGS,
- FIG6_GRAPH) = PROSE.texts("data", "undecided", "steps", "rho-a", "eps-caption", "sweep-caption",
-                           "eps-figure", "fig6-settings", "fig6-graph")
+ FIG6_GRAPH, CONDITIONS_2, FIG6_CAPTION) = PROSE.texts(
+    "data", "undecided", "steps", "rho-a", "eps-caption", "sweep-caption", "eps-figure",
+    "fig6-settings", "fig6-graph", "conditions-2", "fig6-caption")
 K, N_AGENTS = 2000, 5
 S1_P, S2_P = (-0.1, 0.1, 0.2), (0.9994, 0.9996, 0.9998)
 C_ADJ = 1.0                   # Definition 3's C: not given; every epsilon is linear in it
@@ -491,8 +492,7 @@ def _noise_checks(entries, theorem: str, steps: Check) -> list[Check]:
 
 FIG2 = [(f"S1 p={p:g}", "S1", p) for p in S1_P]
 FIG2_SPEC = _scheme_spec("cwz-fig2", 2, FIG2, _noise_checks(FIG2, "Theorem 1", Check(
-    "s1-steps", _s1_steps)), _scheme_tables(FIG2, "Assumption 5 (L = 1 illustrative), Theorem "
-                                            "1's exponent and Theorem 3"))
+    "s1-steps", _s1_steps)), _scheme_tables(FIG2, CONDITIONS_2()))
 
 
 def _sweep_runs(quick: bool) -> list[Run]:
@@ -548,6 +548,6 @@ register(*SCHEME_SPECS, FIG5, Spec(
         "per_agent"] or 60000 // N_AGENTS), "graph": FIG6_GRAPH()},
     figures=[_eps_figure(""), curve_figure("delta", "run", where={"kind": "epsilon"}, logy=False,
                                       suffix="delta", caption="Cumulative delta")],
-    tables=[lambda t, quick: (f"(epsilon, delta) after k = {K} (k + 1 iterations)", [
+    tables=[lambda t, quick: (FIG6_CAPTION(K=K), [
         {"method": r["run"], "epsilon": r["epsilon"][-1], "delta": r["delta"][-1]}
         for r in t.where(kind="epsilon")])]))

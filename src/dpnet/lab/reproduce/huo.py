@@ -32,9 +32,10 @@ from .engine import Check, Diagnosis, Run, Spec, Table, all_of, changed, execute
 PROSE = Prose.load(DATA / "huo.toml")
 LR_SETTINGS = PROSE.group("lr", "graph", "loss", "steps", "horizon", "metric")
 CNN_SETTINGS = PROSE.group("cnn", "data", "model", "graph", "steps", "training", "evaluation")
-(NO_EPSILON, LR_NOTE, NOISE_CAPTION, FIG3_CAPTION, SWEEP_CAPTION, PRIVACY_CAPTION,
- CNN_NOTE) = PROSE.texts("no-epsilon", "lr-note", "noise-caption", "fig3-caption",
-                         "sweep-caption", "privacy-caption", "cnn-note")
+(NO_EPSILON, LR_NOTE, NOISE_CAPTION, FIG3_CAPTION, SWEEP_CAPTION, PRIVACY_CAPTION, CNN_NOTE,
+ EPS_GRID_SET, FIG2B_CAPTION, FIG3_PRIVACY) = PROSE.texts(
+    "no-epsilon", "lr-note", "noise-caption", "fig3-caption", "sweep-caption", "privacy-caption",
+    "cnn-note", "eps-grid", "fig2b-caption", "fig3-privacy")
 LR_RATES = {"100%": (1.0, 1.0), "80%": (0.8, 1.0), "30%": (1.0, 0.3), "24%": (0.8, 0.3)}
 TABLE2 = {1.0: (89.58, 90.26, 90.98, 93.35), 0.9: (88.06, 90.11, 90.75, 91.27),
           0.8: (87.88, 87.91, 90.11, 90.37)}
@@ -119,11 +120,8 @@ def _converges(p: Table, d: Table, quick: bool):
         f"{r}: {v:.4g} (walk {p.where(rate=r).rows[0]['walk']:.2g} G)" for r, v in finals.items())
 
 
-def _pld(run: Run) -> Run:
-    p = run.params
-    return run.replace(accountant="pld") if p["method"] == "DO-ADP" and p["epsilon"] else run
-
-
+_pld = changed(lambda run: run.params["method"] == "DO-ADP" and run.params["epsilon"],
+               accountant="pld")
 PLD = Diagnosis("pld", _pld)
 
 
@@ -238,11 +236,9 @@ FIG2B = Spec(
     [Check("eps-monotone", _eps_monotone, Diagnosis(
         "clipping", lambda r: r.replace(clipped=False) if r.tags["kind"] == "private" else r)),
      Check("gap-shrinks", _spread)],
-    settings=_lr_settings(5, **{"epsilon grid": "[0.01, 0.03, 0.1, 0.3, 1] (quick: [0.01, 1]; "
-                                "the paper's grid is not given)"}),
-    fields=FIELDS,
-    figures=[_lr_figure("epsilon", caption="final suboptimality (mean over repetitions) against "
-                        "epsilon")], tables=[_noise_table], analysis=[_lr_notes])
+    settings=_lr_settings(5, **{"epsilon grid": EPS_GRID_SET()}), fields=FIELDS,
+    figures=[_lr_figure("epsilon", caption=FIG2B_CAPTION())], tables=[_noise_table],
+    analysis=[_lr_notes])
 
 
 # ---- Fig. 3: baselines ----------------------------------------------------------------------
@@ -276,8 +272,7 @@ def _fig3_table(t: Table, quick: bool):
 FIG3_SPEC = Spec(
     "huo-fig3", PROSE, lambda quick: _lr_runs(quick, 3, FIG3),
     [Check("best", _best, Diagnosis("loose-sigma", _pld))],
-    settings=_lr_settings(3, privacy="epsilon = 0.01 for every method by its own paper's "
-                          "accountant"), fields=FIELDS,
+    settings=_lr_settings(3, privacy=FIG3_PRIVACY()), fields=FIELDS,
     figures=[_lr_figure(hue="method")], tables=[_fig3_table],
     analysis=[_lr_notes])
 

@@ -223,12 +223,8 @@ def _same_budget(t: Table, quick: bool):
 
 
 def _scale_noise(method: str, keys: tuple[str, ...], factor: float):
-    def change(run: Run) -> Run:
-        if run.params["method"] != method:
-            return run
-        return run.replace(params={**run.params["params"],
-                                   **{k: run.params["params"][k] * factor for k in keys}})
-    return change
+    return changed(lambda run: run.params["method"] == method,
+                   params=lambda p: {**p, **{k: p[k] * factor for k in keys}})
 
 
 _EQUAL = 2.288   # DPP2/DiaDSP epsilon ratio at the paper's parameters (measured in the claim)

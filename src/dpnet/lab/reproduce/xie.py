@@ -31,8 +31,9 @@ from .engine import Check, Diagnosis, Run, Spec, Table, curve_figure, execute
 
 PROSE = Prose.load(DATA / "xie.toml")
 (PROBLEM_37, PROBLEM_38, GRAPH, ALGORITHMS, BITS, READINGS_SET, CEILING, CEILING_AT, MECHANISM,
- PREDICTION) = PROSE.texts("problem-37", "problem-38", "graph", "algorithms", "bits", "readings",
-                           "ceiling-note", "ceiling-reading", "mechanism", "prediction")
+ PREDICTION, NOISE_SET, HORIZON_SET) = PROSE.texts(
+    "problem-37", "problem-38", "graph", "algorithms", "bits", "readings", "ceiling-note",
+    "ceiling-reading", "mechanism", "prediction", "noise", "horizon")
 N, D, M_SAMPLES, OMEGA, FLOAT_BITS = 6, 10, 200, 5.0, 32
 # Fig. 1 is not in the text: the triangular prism, the 3-regular 6-node graph that is not
 # bipartite, so the paper's own W (w_ii = 0, w_ij = 1/3) has rho = 1/3 > 0.
@@ -333,22 +334,15 @@ def _residual_spec(name: str, which: str, axis: str) -> Spec:
     fig, main = name[-1], "a" if which == "37" else "b"
     readings = ["a", "b", "b-small-m"] if which == "38" else ["a", "b"]
 
-    def plot(r: str):
+    def plot(r: str):      # R_k hits exact zero once x_k = x_K in floating point: show to 1e-32
         s, q = READINGS[r[0]]
         m = f", m_i x {SMALL_M:g}" if r[1:] else ""
-        draw = curve_figure("residual", "method", x="iteration" if axis == "iterations"
+        return curve_figure("residual", "method", x="iteration" if axis == "iterations"
                             else "bits_per_agent", where={"reading": r}, seed=0,
                             ylabel="R_k = min_{t<=k} ||x_t - x^inf||^2",
                             title=f"({which}), reading ({r[0]}): s_xi = {s:g}, q = {q:g}{m}; seed 0",
                             caption=f"Fig. {fig}, reading ({r[0]}): s_xi = {s:g}, q = {q:g}{m}",
-                            suffix="" if r == main else f"reading-{r}")
-
-        def floored(t: Table, quick: bool):
-            # R_k hits exact zero once x_k = x_K in floating point: show down to 1e-32
-            f, *rest = draw(t, quick)
-            f.axes[0].set_ylim(bottom=max(f.axes[0].get_ylim()[0], 1e-32))
-            return (f, *rest)
-        return floored
+                            suffix="" if r == main else f"reading-{r}", floor=1e-32)
 
     return Spec(
         name, PROSE, _residual_runs(which), _residual_claims(which, axis), fields=_fields(fig),
@@ -479,10 +473,10 @@ def _accuracy_spec(name: str, which: str, s: float) -> Spec:
                      if which == "37" else None)]
     return Spec(
         name, PROSE, runs, checks, fields=_fields(fig),
-        settings=_settings(which, noise=lambda quick: f"s_xi = {s:g} for x, y and v; q in "
-                           f"{[0.18, 0.9] if quick else list(Q_GRID)}",
-                           horizon=lambda quick: f"{120 if quick else 1000} iterations per run, "
-                           f"seeds {[0] if quick else [0, 1, 2]}"),
+        settings=_settings(which, noise=lambda quick: NOISE_SET(s=s, qs=[0.18, 0.9] if quick else
+                                                                list(Q_GRID)),
+                           horizon=lambda quick: HORIZON_SET(K=120 if quick else 1000,
+                                                             seeds=[0] if quick else [0, 1, 2])),
         figures=[figure], tables=[table],
         analysis=[prediction, *([_ceiling_note] if which == "37" else [])])
 
