@@ -114,6 +114,21 @@ def test_prose_joins_the_claims_by_id_and_refuses_an_id_on_one_side(tmp_path):
         Prose.load(tmp_path / "none.toml")
 
 
+def test_prose_texts_fill_computed_wording_and_are_checked_on_both_sides(tmp_path):
+    texts = {"reading-a": "the text puts the figure at reading (a)", "set-n": "n = {n}",
+             "set-rho": "rho = {rho:.2f}", "note": "{n} agents; {reading-a}"}
+    prose = Prose({**PROSE, "texts": texts}, "t.toml")
+    note, = prose.texts("note")
+    assert note(n=3) == "3 agents; the text puts the figure at reading (a)"
+    assert prose.group("set", "n", "rho")(n=3, rho=0.5) == {"n": "n = 3", "rho": "rho = 0.50"}
+    prose.verify([_spec(tmp_path, prose=PROSE)])                      # every snippet used
+    with pytest.raises(ParameterError, match=r"text id='gone'.*t\.toml.*known: note"):
+        prose.texts("gone")
+    unused = Prose({**PROSE, "texts": texts}, "t.toml")
+    with pytest.raises(ParameterError, match=r"text id='note'.*no spec of t-fig1 uses it"):
+        unused.verify([_spec(tmp_path)])
+
+
 def test_spec_evaluation_gives_four_verdicts_and_a_counterfactual(tmp_path):
     report = Report("t-fig1", "a test", "A: B (paper 999), Fig. 1")
     with cache_at(tmp_path / "cache"):

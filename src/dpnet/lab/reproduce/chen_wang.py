@@ -34,6 +34,14 @@ from ._chen_wang_runs import BASELINES, M_AGENTS, VS, mushrooms
 from .engine import Check, Diagnosis, Run, Spec, Table, changed, curve_figure, execute
 
 PROSE = Prose.load(DATA / "chen_wang.toml")
+FIG1_SETTINGS = PROSE.group("fig1", "data", "agents / graph", "stream", "loss", "gradient",
+                            "Algorithm 1", "horizon / seeds", "theta*", "x0", "gradient bounds")
+CNN_SETTINGS = PROSE.group("cnn", "data", "pixels", "model", "stream", "gradient", "Algorithm 1",
+                           "metric")
+(BUDGETS, BASELINES_CAPTION, SEARCH, LAST_STEPS, THEOREM1, LARGEST, OUTSIDE, MATCHED,
+ CNN_CAPTION, CNN_BUDGETS, DEGRADED, ORIGINAL) = PROSE.texts(
+    "budgets", "baselines-caption", "search", "last-steps", "theorem1", "largest", "outside",
+    "matched", "cnn-caption", "cnn-budgets", "degraded", "original")
 METHODS = ("Algorithm 1", "DSGD", "LDOL", "DOLA", "DMOD", "PDOP")
 GRID = [2.0 ** k for k in range(-2, 13)]                  # doubling grid of the baselines' steps
 
@@ -135,26 +143,9 @@ FIG1_CHECKS = [Check("beats", _beats(b), LONGER if b == "LDOL" else _negligible(
 def _fig1_settings(quick: bool) -> dict:
     problem, graph, theta, d, L = mushrooms()
     a3, (T, seeds, _) = cw.assumption3(graph), _fig1_horizon(quick)
-    return {
-        "data": f"mushrooms (LIBSVM), N = {problem.model.n_data} samples, n = {problem.dim} "
-                "one-hot features, labels 1 (poisonous) -> -1, 2 (edible) -> +1",
-        "agents / graph": f"{M_AGENTS} agents on a ring, w_ij = 0.3 (w_ii = -0.6); eigenvalues "
-                          f"of W in [{a3['delta_m']:.4g}, {a3['delta_1']:.1g}], delta_2 = "
-                          f"{a3['delta_2']:.4f}; I + W has spectral radius "
-                          f"{a3['mixing_radius']:.4f} on the disagreement space",
-        "stream": f"{cwr.BATCH} samples per agent per iteration (20 per iteration), i.i.d. uniform "
-                  "from the whole dataset, from each agent's own stream",
-        "loss": f"l(theta, xi) = (1/N^i) sum_s log(1 + exp(-b_s a_s^T theta)) + (r^i/2)"
-                f"||theta||^2, N^i = {cwr.BATCH}, r^i = 0.1/N^i = {cwr.REG:g}",
-        "gradient": "exact all-data online gradient (mode 'exact') for every method",
-        "Algorithm 1": "lambda_t = (t+1)^-0.71, nu_t^i = 0.1/(t+1)^varsigma_i, varsigma_i = 0.5 + "
-                       "0.01 i (sigma0 = 0.1 sqrt 2)",
-        "horizon / seeds": f"T = {T}, seeds {seeds} (claims and curves: mean over seeds)",
-        "theta*": f"centralised noise-free L-BFGS on the population objective, ||theta*|| = "
-                  f"{float(theta.norm()):.4f}, F(theta*) = {problem.loss(theta):.6f}",
-        "x0": "theta_0^i ~ U[0, 1]^n independently per agent (seeded)",
-        "gradient bounds": f"l1 d = max_s ||a_s||_1 + r R n = {d:.4g}, l2 L = max_s ||a_s||_2 + "
-                           f"r R sqrt(n) = {L:.4g} (R = {cwr.RADIUS:g})"}
+    return FIG1_SETTINGS(N=problem.model.n_data, n=problem.dim, m=M_AGENTS, **a3, T=T,
+                         seeds=seeds, batch=cwr.BATCH, reg=cwr.REG, norm=float(theta.norm()),
+                         loss=problem.loss(theta), d=d, L=L, R=cwr.RADIUS)
 
 
 def _fig1_budgets(t: Table, quick: bool):
@@ -162,29 +153,26 @@ def _fig1_budgets(t: Table, quick: bool):
     T = _fig1_horizon(quick)[0]
     eps = algorithms.LDPOnline(1.0, 0.71, 0.1 * math.sqrt(2), VS).privacy(
         problem, graph, iterations=T, l1_gradient_bound=d).per_agent
-    return (f"Algorithm 1's budgets over T = {T} (Lemma 1 + Theorem 5(1), d = {d:.4g}; "
-            f"{cw.NO_C3})", [{"agent i": i + 1, "varsigma_i": v, "eps_i": e, "eps_i / d": e / d}
-                             for i, (v, e) in enumerate(zip(VS, eps))])
+    return BUDGETS(T=T, d=d, no_c3=cw.NO_C3), [
+        {"agent i": i + 1, "varsigma_i": v, "eps_i": e, "eps_i / d": e / d}
+        for i, (v, e) in enumerate(zip(VS, eps))]
 
 
 def _fig1_baselines(t: Table, quick: bool):
     main = t.where(stage="main", seed=0)
     target = main.one(method="Algorithm 1")["own_budget"]
-    return ("Each method's own budget (DOLA, DMOD and PDOP are given the largest among Algorithm "
-            "1's agents) and its noise parameter (Laplace scale: nu_0 = sigma0/sqrt 2 for "
-            "Algorithm 1 and LDOL, mu_1 for DOLA and DMOD, M for PDOP)",
-            [{"method": m, "step": r["step"], "noise": r["noise"], "own budget": r["own_budget"],
-              "matched to": target if m in BASELINES else ""}
-             for m in METHODS if m != "DSGD" for r in [main.one(method=m)]])
+    return BASELINES_CAPTION(), [
+        {"method": m, "step": r["step"], "noise": r["noise"], "own budget": r["own_budget"],
+         "matched to": target if m in BASELINES else ""}
+        for m in METHODS if m != "DSGD" for r in [main.one(method=m)]]
 
 
 def _fig1_search(t: Table, quick: bool):
     grid, T = t.where(stage="grid"), _fig1_horizon(quick)[0]
-    return (f"The baselines' step search (seed 0, T = {T}); Algorithm 1's final tracking error on "
-            f"seed 0 is {t.one(stage='main', method='Algorithm 1', seed=0)['tracking'][-1]:.4g}",
-            [{"method": r["method"], "step": r["step"], "initial": r["tracking"][0],
-              f"tracking error at t={T}": r["tracking"][-1], "converges": _converges(r),
-              "chosen": r["step"] == _step(t, r["method"])} for r in grid])
+    return SEARCH(T=T, a1=t.one(stage="main", method="Algorithm 1", seed=0)["tracking"][-1]), [
+        {"method": r["method"], "step": r["step"], "initial": r["tracking"][0],
+         f"tracking error at t={T}": r["tracking"][-1], "converges": _converges(r),
+         "chosen": r["step"] == _step(t, r["method"])} for r in grid]
 
 
 def _fig1_notes(report, t: Table, quick: bool):
@@ -193,24 +181,16 @@ def _fig1_notes(report, t: Table, quick: bool):
     a3, mu = cw.assumption3(graph), cwr.REG
     last = {"Algorithm 1": T ** -0.71, "DOLA": _step(t, "DOLA") / math.sqrt(T),
             "DMOD": _step(t, "DMOD") / math.sqrt(T), "PDOP": _step(t, "PDOP") * 0.999 ** (T - 1)}
-    report.note("Step sizes at the last iteration: " + ", ".join(f"{k} {v:.3g}" for k, v in
-                                                                 last.items()))
+    report.note(LAST_STEPS(steps=", ".join(f"{k} {v:.3g}" for k, v in last.items())))
     lam = -a3["delta_2"] * mu / (2 * mu * mu + 16 * problem.smoothness ** 2)
-    report.note(f"Theorem 1 asks lambda0 <= -delta_2 mu/(2 mu^2 + 16 L^2) = {lam:.3g} (mu >= r = "
-                f"{mu:g}, L = {problem.smoothness:.4g}); the experiment's lambda0 = 1 is far "
-                "outside it, as in the paper")
+    report.note(THEOREM1(lam=lam, mu=mu, L=problem.smoothness))
     big, R = max(main.values("max_abs")), cwr.RADIUS
-    report.note(f"Largest |theta| coordinate reached by any run: {big:.4g} (the gradient bounds "
-                f"assume <= {R:g})" + ("" if big <= R else ": OUTSIDE the box, so the stated "
-                                       "budgets do not hold for Algorithm 1's run"))
+    report.note(LARGEST(big=big, R=R) + ("" if big <= R else OUTSIDE()))
     grid = t.where(stage="grid")
     best = {m: min(grid.where(method=m), key=lambda r: r["tracking"][-1]) for m in BASELINES}
-    report.note("The matched budget is a pure-DP budget that protects nothing in practice, and "
-                "the baselines' calibrated noise at it is negligible (budget table): at their "
-                "lowest-error grid steps instead of the paper's rule they end at " + ", ".join(
-                    f"{m} {r['tracking'][-1]:.3g} (step {r['step']:g})" for m, r in best.items())
-                + f" on seed 0, against Algorithm 1's "
-                f"{t.one(stage='main', method='Algorithm 1', seed=0)['tracking'][-1]:.3g}")
+    report.note(MATCHED(best=", ".join(f"{m} {r['tracking'][-1]:.3g} (step {r['step']:g})"
+                                       for m, r in best.items()),
+                        a1=t.one(stage="main", method="Algorithm 1", seed=0)["tracking"][-1]))
 
 
 FIG1 = Spec(
@@ -304,27 +284,14 @@ def _cnn_spec(name: str, fig: str, title: str, full: dict, quick: dict) -> Spec:
         c, (v, sigma0) = quick if q else full, cwr.CNN[name]
         train, parts, evalsets = cwr.images(str(source._SOURCE["root"]), name, c["evals"])
         module = models.mnist_cnn() if name == "mnist" else models.cifar_cnn()
-        return {
-            "data": f"{title}: {len(train.y)} training images split evenly at random over "
-                    f"{M_AGENTS} agents; evaluation on fixed evenly spaced subsets of "
-                    f"{len(evalsets['train'][1])} training / {len(evalsets['test'][1])} test images",
-            "pixels": "JPEG-DEGRADED copy (quality 75; mean absolute error 5.8 grey levels per "
-                      "value against the originals): accuracies are not comparable with the "
-                      "paper's" if train.degraded else "original pixels",
-            "model": f"{type(module).__name__} ({sum(p.numel() for p in module.parameters())} "
-                     "parameters, dpnet.models): " + " -> ".join(
-                         repr(m) for m in module.modules() if not list(m.children()))
-                     + "; cross-entropy loss",
-            "stream": f"{c['batch']} images per agent per iteration, i.i.d. uniform from the "
-                      "agent's own part",
-            "gradient": "; ".join(f"{PANELS[p]}: T = {T}, evaluated every {e}, seeds {s}"
-                                  for p, (T, e, s) in c["panels"].items())
-                        + ". The exact all-data gradient costs (t+1)*32 forward/backward passes "
-                        "per agent at iteration t, so it runs on the short horizon only",
-            "Algorithm 1": f"lambda_t = (t+1)^-{v:g}, nu_t^i = {sigma0:g}/(sqrt 2 "
-                           "(t+1)^varsigma_i), varsigma_i = 0.5 + 0.01 i",
-            "metric": "accuracy of the agents' average model; the claims compare the mean test "
-                      "accuracy of the last 3 evaluations (mean over seeds)"}
+        return CNN_SETTINGS(
+            title=title, images=len(train.y), m=M_AGENTS, train=len(evalsets["train"][1]),
+            test=len(evalsets["test"][1]), pixels=(DEGRADED if train.degraded else ORIGINAL)(),
+            model=type(module).__name__, params=sum(p.numel() for p in module.parameters()),
+            layers=" -> ".join(repr(m) for m in module.modules() if not list(m.children())),
+            batch=c["batch"], v=v, sigma0=sigma0, panels="; ".join(
+                f"{PANELS[p]}: T = {T}, evaluated every {e}, seeds {s}"
+                for p, (T, e, s) in c["panels"].items()))
 
     def table(t: Table, q: bool):
         rows = []
@@ -342,10 +309,7 @@ def _cnn_spec(name: str, fig: str, title: str, full: dict, quick: dict) -> Spec:
                              "noise parameter": r["noise"],
                              "own budget / d": float(r["own_budget"]) / math.sqrt(r["dim"]),
                              "wall seconds (mean)": float(np.mean(sub.values("seconds")))})
-        return ("Final accuracies (average model unless stated), each method's noise parameter "
-                "(as in cw-fig1) and budget per unit d = sqrt(n) G (no absolute epsilon: a CNN's "
-                "gradients have no l1 bound without clipping, which the paper does not use; "
-                "Theorem 5(2)'s C3 is not computable)", rows)
+        return CNN_CAPTION(), rows
 
     def notes(report, t: Table, q: bool):
         for note in source.images(name)[0].notes:
@@ -354,9 +318,7 @@ def _cnn_spec(name: str, fig: str, title: str, full: dict, quick: dict) -> Spec:
         for p, (T, _, _) in (quick if q else full)["panels"].items():
             e = cw.ldp_online_epsilons(1.0, v, sigma0, VS, wbar, 1.0, T)
             mu = t.where(panel=p, method="DOLA").rows[0]["noise"]
-            report.note(f"[{p}] Algorithm 1's budgets over T = {T}: eps_i/d from {e.min():.4g} "
-                        f"to {e.max():.4g} (Lemma 1 + Theorem 5(1)); the matched DOLA/DMOD noise "
-                        f"is mu_1 = {mu:.3g}")
+            report.note(CNN_BUDGETS(p=p, T=T, lo=e.min(), hi=e.max(), mu=mu))
 
     return Spec(
         fig, PROSE, runs, _cnn_checks(), settings=settings,

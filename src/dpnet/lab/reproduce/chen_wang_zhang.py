@@ -43,6 +43,11 @@ from . import DATA, Prose, register
 from .engine import Check, Diagnosis, Run, Spec, Verdict, all_of, curve_figure, execute
 
 PROSE = Prose.load(DATA / "chen_wang_zhang.toml")
+SETTINGS = PROSE.group("settings", "graph", "run size", "epsilon")
+(DATA_SETTING, UNDECIDED, STEPS, RHO_A, EPS_CAPTION, SWEEP_CAPTION, EPS_FIGURE, FIG6_SETTINGS,
+ FIG6_GRAPH, CONDITIONS_2, FIG6_CAPTION) = PROSE.texts(
+    "data", "undecided", "steps", "rho-a", "eps-caption", "sweep-caption", "eps-figure",
+    "fig6-settings", "fig6-graph", "conditions-2", "fig6-caption")
 K, N_AGENTS = 2000, 5
 S1_P, S2_P = (-0.1, 0.1, 0.2), (0.9994, 0.9996, 0.9998)
 C_ADJ = 1.0                   # Definition 3's C: not given; every epsilon is linear in it
@@ -352,8 +357,7 @@ def _undecided_counterfactuals(runs, checks):
                 rows.append({"claim": claim.text, "verdict": Verdict.of(value).value,
                              "measured": measured})
         if rows:
-            report.table(f"Counterfactual (one change: {NOISE_WORDS['change']}) of the claims left "
-                         f"undecided at the paper's noise; cause: {NOISE_WORDS['cause']}", rows)
+            report.table(UNDECIDED(**NOISE_WORDS), rows)
     return hook
 
 
@@ -361,34 +365,25 @@ def _undecided_counterfactuals(runs, checks):
 
 def _settings(quick: bool) -> dict:
     g, z = graphs.cwz_fig1(), SIZE[quick]
-    return {"graph": f"{g.n} agents, our stand-in for Fig. 1 (dpnet.graphs.cwz_fig1): G_R = "
-            "ring 0->1->2->3->4->0 + 0->2, 2->4 (R_ij = 1/|N^-_R,i|), G_C = reverse ring + "
-            "1->3, 3->0 (C_ij = 1/|N^+_C,j|); both strongly connected; v1 = "
-            f"{np.round(g.v1, 4).tolist()}, v2 = {np.round(g.v2, 4).tolist()}",
-            "run size": f"small CNN (dpnet.models); {z['iterations']} iterations (k = 0.."
-            f"{z['iterations'] - 1}); " + ("the whole even split" if z["per_agent"] is None
-                                           else f"{z['per_agent']} training samples per agent")
-            + f"; accuracy every {z['every']} iterations on {z['eval_samples']} training and "
-            f"{z['eval_samples']} test samples; datasets " + ", ".join(DATASETS[quick])
-            + ("; minibatches capped at 4 samples (quick)" if quick else "")
-            + f" (REDUCED: the paper trains ResNet-18 for K = {K} on all of MNIST and CIFAR-10)",
-            "epsilon": f"Lemma 5 over k = 0..{K} for d = {model_dim()} (the mnist model), "
-            f"C = {C_ADJ:g}, l1 constant sqrt(d) C, worst agent"}
+    return SETTINGS(n=g.n, v1=np.round(g.v1, 4).tolist(), v2=np.round(g.v2, 4).tolist(), **z,
+                    last=z["iterations"] - 1, split="the whole even split" if z["per_agent"] is
+                    None else f"{z['per_agent']} training samples per agent", K=K, d=model_dim(),
+                    datasets=", ".join(DATASETS[quick]), c=C_ADJ,
+                    capped="; minibatches capped at 4 samples (quick)" if quick else "")
 
 
 def _data_settings(report, t, quick):
     for ds in t.where(kind="accuracy").unique("dataset"):
         r = t.where(kind="accuracy", dataset=ds).rows[0]
-        report.setting(f"data {ds}", f"{r['n_train']} training images split evenly at random "
-                       f"over {N_AGENTS} agents, {r['n_test']} test images; model "
-                       f"{'MnistCNN' if ds == 'mnist' else 'CifarCNN'}, {r['d']} parameters")
+        report.setting(f"data {ds}", DATA_SETTING(**r, n=N_AGENTS, model="MnistCNN" if ds ==
+                                                  "mnist" else "CifarCNN"))
 
 
 def _scheme_tables(entries, conditions: str = ""):
     """Step sizes, m and sigma of ``entries`` and, with a caption, Assumption 5/6 and Theorem
     3/4's conditions on our graph (L = 1 illustrative)."""
     def steps(t, quick):
-        return "Step sizes, sampling number and noise scales (verified, as run)", [
+        return STEPS(), [
             {"run": lab, "alpha": s.alpha, "beta": s.beta, "gamma": s.gamma, "m": s.m,
              "sigma_0": s.sigma(0)[0], "sigma_K": s.sigma(K)[0]}
             for lab, s in ((lab, scheme(m, p)) for lab, m, p in entries)]
@@ -410,9 +405,7 @@ def _rho_a_table(t, quick):
             rows.append({"L": L, "mu": mu, "rho_X as": f"spectral {rho}", "rho_A": r,
                          "rho_A < 1": "yes" if r < 1 else "NO",
                          "3 gamma L < 1": "yes" if 3 * s.gamma * L < 1 else "NO"})
-    return (f"Assumption 6 for S2 (alpha={s.alpha:g}, beta={s.beta:g}, gamma={s.gamma:g}): "
-            "Lemma 2's rho_A for illustrative (L, mu); a neural network's L and PL constant mu "
-            "are unknown"), rows
+    return RHO_A(s=s), rows
 
 
 def _eps_table(t, quick):
@@ -425,8 +418,7 @@ def _eps_table(t, quick):
                      "eps per-agent factors (paper's App. F)": pa,
                      "eps per-agent, C read as an l1 bound": pa / math.sqrt(d),
                      "eps compact, ResNet-18 d": c * r, "eps per-agent, ResNet-18 d": pa * r})
-    return (f"Cumulative epsilon at k = K = {K} (C = {C_ADJ:g}; the last two columns for the "
-            f"standard ResNet-18, d = {RESNET18_MNIST_PARAMS})"), rows
+    return EPS_CAPTION(K=K, c=C_ADJ, d=RESNET18_MNIST_PARAMS), rows
 
 
 def _accuracy_table(t, quick):
@@ -444,8 +436,7 @@ def _accuracy_table(t, quick):
 
 
 def _sweep_table(t, quick):
-    return ("Not in the paper: S2's steps with smaller constant noise (how much noise the model "
-            "tolerates, and the epsilon it would cost)"), [
+    return SWEEP_CAPTION(), [
         {"dataset": r["dataset"], "sigma": r["sigma"],
          "final test acc": _auc(t, r["dataset"], r["run"], -1),
          "mean test acc": _auc(t, r["dataset"], r["run"]), "eps compact": _eps_final(
@@ -462,8 +453,7 @@ def _accuracy_figures(title):
 
 def _eps_figure(suffix="epsilon"):
     return curve_figure("epsilon", "run", where={"kind": "epsilon"}, ylabel="cumulative epsilon",
-                        suffix=suffix, caption="Cumulative epsilon (Lemma 5 for Algorithm 1: C = "
-                        "1, l1 constant sqrt(d) C, worst agent)")
+                        suffix=suffix, caption=EPS_FIGURE())
 
 
 # ---- the specs ---------------------------------------------------------------------------------
@@ -502,8 +492,7 @@ def _noise_checks(entries, theorem: str, steps: Check) -> list[Check]:
 
 FIG2 = [(f"S1 p={p:g}", "S1", p) for p in S1_P]
 FIG2_SPEC = _scheme_spec("cwz-fig2", 2, FIG2, _noise_checks(FIG2, "Theorem 1", Check(
-    "s1-steps", _s1_steps)), _scheme_tables(FIG2, "Assumption 5 (L = 1 illustrative), Theorem "
-                                            "1's exponent and Theorem 3"))
+    "s1-steps", _s1_steps)), _scheme_tables(FIG2, CONDITIONS_2()))
 
 
 def _sweep_runs(quick: bool) -> list[Run]:
@@ -555,13 +544,10 @@ register(*SCHEME_SPECS, FIG5, Spec(
     [Check("smaller-eps-delta", _smaller_eps_delta(lab, form), ACCOUNTS, case=f"{lab[:2]}-{form}",
            fields={"scheme": lab[:2], "form": form})
      for lab in ("S2 p=0.9996", "S1 p=0.1") for form in ("compact", "per-agent")], fields=FIELDS,
-    settings=lambda quick: {
-        "model / d": f"mnist model: d = {model_dim()} parameters; local datasets of D = "
-        f"{SIZE[quick]['per_agent'] or 60000 // N_AGENTS} samples; C = {C_ADJ:g} (l2) for every "
-        "method", "graph": "our Fig. 1 stand-in (cwz_fig1) for Algorithm 1; see the choices for "
-        "the baselines' graphs"},
+    settings=lambda quick: {"model / d": FIG6_SETTINGS(d=model_dim(), c=C_ADJ, D=SIZE[quick][
+        "per_agent"] or 60000 // N_AGENTS), "graph": FIG6_GRAPH()},
     figures=[_eps_figure(""), curve_figure("delta", "run", where={"kind": "epsilon"}, logy=False,
                                       suffix="delta", caption="Cumulative delta")],
-    tables=[lambda t, quick: (f"(epsilon, delta) after k = {K} (k + 1 iterations)", [
+    tables=[lambda t, quick: (FIG6_CAPTION(K=K), [
         {"method": r["run"], "epsilon": r["epsilon"][-1], "delta": r["delta"][-1]}
         for r in t.where(kind="epsilon")])]))

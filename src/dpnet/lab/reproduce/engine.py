@@ -213,9 +213,10 @@ def _diagnose(check: Check, runs: list[Run], quick: bool, jobs: int, log) -> dic
 def curve_figure(y: str, hue: str, x: str = "iteration", where: Mapping[str, Any] | None = None,
                  logy: bool = True, seed: Any = None, ylabel: str | None = None,
                  title: str = "", caption: str = "", suffix: str = "",
-                 panels: str | None = None) -> Callable:
+                 panels: str | None = None, floor: float | None = None) -> Callable:
     """Curves of ``y`` against ``x``, one line per value of ``hue`` (geometric mean over the
-    remaining rows, or the rows of ``seed`` only), one panel per value of ``panels``."""
+    remaining rows, or the rows of ``seed`` only), one panel per value of ``panels``; ``floor``:
+    the lowest y shown (a log axis would reach down to values that are zero in floating point)."""
 
     def draw(table: Table, quick: bool):
         t = table.where(**(where or {}))
@@ -236,6 +237,8 @@ def curve_figure(y: str, hue: str, x: str = "iteration", where: Mapping[str, Any
                    title=(f"{title} {panels}={g}" if panels else title).strip())
             ax.legend(fontsize=7)
         fig.tight_layout()
+        for ax in axes[0] if floor is not None else ():
+            ax.set_ylim(bottom=max(ax.get_ylim()[0], floor))
         return (fig, caption or f"{ylabel or y} against {x}", suffix)
 
     return draw

@@ -30,6 +30,12 @@ from ._huo_runs import CNN_RATES, DELTA, DELTA0, G_LR, IOTA, N_AGENTS, doadp_sig
 from .engine import Check, Diagnosis, Run, Spec, Table, all_of, changed, execute
 
 PROSE = Prose.load(DATA / "huo.toml")
+LR_SETTINGS = PROSE.group("lr", "graph", "loss", "steps", "horizon", "metric")
+CNN_SETTINGS = PROSE.group("cnn", "data", "model", "graph", "steps", "training", "evaluation")
+(NO_EPSILON, LR_NOTE, NOISE_CAPTION, FIG3_CAPTION, SWEEP_CAPTION, PRIVACY_CAPTION, CNN_NOTE,
+ EPS_GRID_SET, FIG2B_CAPTION, FIG3_PRIVACY) = PROSE.texts(
+    "no-epsilon", "lr-note", "noise-caption", "fig3-caption", "sweep-caption", "privacy-caption",
+    "cnn-note", "eps-grid", "fig2b-caption", "fig3-privacy")
 LR_RATES = {"100%": (1.0, 1.0), "80%": (0.8, 1.0), "30%": (1.0, 0.3), "24%": (0.8, 0.3)}
 TABLE2 = {1.0: (89.58, 90.26, 90.98, 93.35), 0.9: (88.06, 90.11, 90.75, 91.27),
           0.8: (87.88, 87.91, 90.11, 90.37)}
@@ -114,11 +120,8 @@ def _converges(p: Table, d: Table, quick: bool):
         f"{r}: {v:.4g} (walk {p.where(rate=r).rows[0]['walk']:.2g} G)" for r, v in finals.items())
 
 
-def _pld(run: Run) -> Run:
-    p = run.params
-    return run.replace(accountant="pld") if p["method"] == "DO-ADP" and p["epsilon"] else run
-
-
+_pld = changed(lambda run: run.params["method"] == "DO-ADP" and run.params["epsilon"],
+               accountant="pld")
 PLD = Diagnosis("pld", _pld)
 
 
@@ -154,8 +157,7 @@ def _lr_figure(x: str = "epoch", hue: str = "rate", caption: str = ""):
 
 def _lr_notes(report, t: Table, quick: bool) -> None:
     if "epsilon" not in t.unique("dataset"):
-        report.note("the epsilon dataset (400k x 2000) is not under $DPNET_DATA, so the "
-                    "logistic-regression figures run on a9a and w8a (LIBSVM) instead")
+        report.note(NO_EPSILON())
     for ds in t.unique("dataset"):
         d = t.where(dataset=ds)
         start, p = d.rows[0]["start"], d.where(kind="private")
@@ -163,12 +165,9 @@ def _lr_notes(report, t: Table, quick: bool) -> None:
         cases = {(r["method"], r["rate"], r["epsilon"]) for r in p}
         above = [f"{r if m == 'DO-ADP' else m} eps={e:g}" for m, r, e in sorted(cases) if
                  _mean(p.where(method=m, rate=r, epsilon=e))[0] > start]
-        report.note(f"{ds}: x_0 = 0 starts at suboptimality {start:.4g}; the same steps without "
-                    f"noise end at {_mean(c)[0]:.4g} with the private runs' clipping (lowest on "
-                    f"the way {c.curves('suboptimality').mean(0).min():.4g}) and at "
-                    f"{_mean(u)[0]:.4g} unclipped; {len(above)} of {len(cases)} private "
-                    "configurations end above the starting point"
-                    + (f" ({', '.join(above)})" if above else ""))
+        report.note(LR_NOTE(ds=ds, start=start, clipped=_mean(c)[0], unclipped=_mean(u)[0],
+                            lowest=c.curves("suboptimality").mean(0).min(), above=len(above),
+                            cases=len(cases), which=f" ({', '.join(above)})" if above else ""))
 
 
 def _lr_settings(seeds: int, **more):
@@ -176,16 +175,8 @@ def _lr_settings(seeds: int, **more):
         sizes = [f"{ds}: {pr.n_agents * pr.m} samples x {pr.dim} features, q = {pr.m} per agent"
                  for ds in lr_datasets() for pr in [runs.lr_setup(ds, 600 if quick else None)[0]]]
         return {"data": "; ".join(sizes) + (" (quick: a 600-sample subsample)" if quick else ""),
-                "graph": f"n = {N_AGENTS}, edges (i, i +- j mod n), j = 1, 2, 3; W = I - L/7",
-                "loss": "f_i(x) = (1/q) sum_j log(1 + exp(-b_j a_j^T x)) + (1/(2q))||x||^2",
-                "steps": "alpha = 0.001, gamma = 0.05, beta = 0.15, one sample per active agent "
-                         "per iteration, x_0 = 0",
-                "horizon": f"{'1 epoch (quick)' if quick else '6 epochs'}: T = epochs x q; "
-                           f"{1 if quick else seeds} repetition(s), curves and finals are means",
-                "metric": "suboptimality f(xbar_t) - f(x*), x* by L-BFGS on the global "
-                          "objective (gtol 1e-10); references: the start x_0 = 0 and the same "
-                          "steps without noise (sigma = 0, p = 1, k = d), clipped as the private "
-                          "runs and unclipped", **more}
+                **LR_SETTINGS(n=N_AGENTS, epochs="1 epoch (quick)" if quick else "6 epochs",
+                              reps=1 if quick else seeds), **more}
     return settings
 
 
@@ -205,9 +196,7 @@ def _noise_table(t: Table, quick: bool):
                      "PLD eps": nan if quick else huo.dp_accounting_epsilon(x["sigma"], DELTA,
                                                                             mech, "pld"),
                      "PLD sigma": nan if quick else doadp_sigma(x["epsilon"], mech, "pld")[0]})
-    return ("Noise, final suboptimality (mean, standard error) and privacy of each configuration "
-            "(dp-accounting at delta = 1e-5): 'walk' is the noise's random walk in xbar, "
-            "alpha sigma sqrt(pT/n)/(1 - beta) per coordinate, in units of G", rows)
+    return NOISE_CAPTION(), rows
 
 
 FIG2A = Spec(
@@ -247,11 +236,9 @@ FIG2B = Spec(
     [Check("eps-monotone", _eps_monotone, Diagnosis(
         "clipping", lambda r: r.replace(clipped=False) if r.tags["kind"] == "private" else r)),
      Check("gap-shrinks", _spread)],
-    settings=_lr_settings(5, **{"epsilon grid": "[0.01, 0.03, 0.1, 0.3, 1] (quick: [0.01, 1]; "
-                                "the paper's grid is not given)"}),
-    fields=FIELDS,
-    figures=[_lr_figure("epsilon", caption="final suboptimality (mean over repetitions) against "
-                        "epsilon")], tables=[_noise_table], analysis=[_lr_notes])
+    settings=_lr_settings(5, **{"epsilon grid": EPS_GRID_SET()}), fields=FIELDS,
+    figures=[_lr_figure("epsilon", caption=FIG2B_CAPTION())], tables=[_noise_table],
+    analysis=[_lr_notes])
 
 
 # ---- Fig. 3: baselines ----------------------------------------------------------------------
@@ -279,18 +266,13 @@ def _fig3_table(t: Table, quick: bool):
             "noise": x["sigma"], "from": x["sigma_from"], "bits/agent/step": x["bits"], **{
                 f"sigma by {a}": doadp_sigma(0.01, mech, a)[0] if mech else float("nan")
                 for a in ("(7)", "rdp", "pld")}})
-    return ("Final suboptimality, noise (Gaussian sigma; DPDO's M and CPGT's s_x are Laplace "
-            "scales) and communication; DO-ADP's and DP-DDA's sigma at epsilon = 0.01 by each "
-            "account of their mechanism ((7): Theorem 1's formula; RDP, PLD: dp-accounting at "
-            "delta = 1e-5, activation counted as subsampling; sensitivity 2G sqrt(k/d) and 2G)",
-            rows)
+    return FIG3_CAPTION(), rows
 
 
 FIG3_SPEC = Spec(
     "huo-fig3", PROSE, lambda quick: _lr_runs(quick, 3, FIG3),
     [Check("best", _best, Diagnosis("loose-sigma", _pld))],
-    settings=_lr_settings(3, privacy="epsilon = 0.01 for every method by its own paper's "
-                          "accountant"), fields=FIELDS,
+    settings=_lr_settings(3, privacy=FIG3_PRIVACY()), fields=FIELDS,
     figures=[_lr_figure(hue="method")], tables=[_fig3_table],
     analysis=[_lr_notes])
 
@@ -383,9 +365,8 @@ def _sweep_table(t: Table, quick: bool):
              "private accuracy % (eps = 1)": 100 * s.one(G=g, epsilon=1.0)["test_accuracy"]}
             for g in s.unique("G") if g is not None]
     rows.append({"G": "unclipped", "noise-free accuracy %": 100 * s.one(G=None)["test_accuracy"]})
-    return (f"The G sweep at 100 %, a reduced horizon: the first {s.rows[0]['T']} of "
-            f"{t.one(kind='noise-free')['T']} iterations, sigma calibrated for all of them (so "
-            f"proportional to G). The rule picks G = {chosen_G(quick):g}", rows)
+    return SWEEP_CAPTION(T=s.rows[0]["T"], full=t.one(kind="noise-free")["T"],
+                         G=chosen_G(quick)), rows
 
 
 def _cnn_tables(t: Table, quick: bool):
@@ -398,10 +379,7 @@ def _cnn_tables(t: Table, quick: bool):
 
 
 def _cnn_privacy(t: Table, quick: bool):
-    return ("Noise and privacy of each run at delta = 1e-5. The 40 % and 32 % runs' sigma uses "
-            "eq. (6)'s Top-k sensitivity 2G sqrt(k/d)/B (the paper's account), which an audit "
-            "finds exceeded (`dpnet audit doadp-top1`): 'all d' charges every coordinate. '(7)': "
-            "the epsilon Theorem 1's formula gives the same sigma (delta0 = 1e-7)", [
+    return (PRIVACY_CAPTION(), [
                 {"epsilon": x["epsilon"], "rate": x["rate"], "sigma": x["sigma"],
                  "from": x["sigma_from"], "T": x["T"], "PLD eps": x["pld_eps"],
                  "PLD eps, all d": x["pld_eps_all_d"], "(7)": x["theorem1_eps"]}
@@ -411,25 +389,15 @@ def _cnn_privacy(t: Table, quick: bool):
 def _cnn_notes(report, t: Table, quick: bool) -> None:
     ref = t.one(kind="noise-free")
     best = max(t.where(kind="private"), key=lambda x: x["test_accuracy"])
-    report.note(f"Noise-free reference (sigma = 0, 100 %, the same G = {ref['G']:g}, steps and "
-                f"horizon): test accuracy {100 * ref['test_accuracy']:.2f} %; the best private run "
-                f"({best['rate']}, eps = {best['epsilon']:g}) reaches "
-                f"{100 * best['test_accuracy']:.2f} %")
+    report.note(CNN_NOTE(G=ref["G"], ref=100 * ref["test_accuracy"], rate=best["rate"],
+                         eps=best["epsilon"], best=100 * best["test_accuracy"]))
 
 
 def _cnn_settings(quick: bool) -> dict:
     kw = _cnn_kw(quick)
-    return {"data": "MNIST split evenly over 20 agents, " + ("at most 8 images per agent "
-                                                              "(quick)" if quick else "3000 each"),
-            "model": "MnistCNN (dpnet.models): conv5x5 1->8, conv5x5 8->16, conv3x3 16->16 (each "
-                     "ReLU + max-pool 2), linear 144->10; P = 7194 parameters; cross-entropy",
-            "graph": f"n = {N_AGENTS}, (i, i +- 1, 2, 3 mod n), W = I - L/{IOTA:g}",
-            "steps": "alpha = 0.01, gamma = 0.05, beta = 0.15",
-            "training": f"minibatch {kw['batch']} per active agent, "
-                        f"{1 if quick else CNN_EPOCHS} epoch(s) (T = epochs x q / batch), seed 0, "
-                        "x_0 = the module's initialisation for every agent",
-            "evaluation": "test accuracy of the agents' average model xbar on the whole test set "
-                          f"(curves on a fixed {kw['eval_samples']}-image subset)"}
+    return CNN_SETTINGS(split="at most 8 images per agent (quick)" if quick else "3000 each",
+                        n=N_AGENTS, iota=IOTA, batch=kw["batch"], evals=kw["eval_samples"],
+                        epochs=1 if quick else CNN_EPOCHS)
 
 
 def _curves(t: Table, quick: bool):

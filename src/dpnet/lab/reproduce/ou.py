@@ -23,6 +23,9 @@ from ._ou_runs import DIM, GRAPH_SEED, LAM, OMEGA, PAPER_EDGES, RADIUS, SAMPLES,
 from .engine import Check, Diagnosis, Run, Spec, Table, changed, curve_figure
 
 PROSE = Prose.load(DATA / "ou.toml")
+SETTINGS = PROSE.group("setting", "problem", "smoothness Mbar of the generated data", "graph", "P")
+SWEEP_SEEDS, BUDGETS, FIG3_SEEDS, FIG3_CAPTION = PROSE.texts("sweep-seeds", "budgets",
+                                                             "fig3-seeds", "fig3-caption")
 FIELDS = dict(graph_seed=GRAPH_SEED, paper_edges=PAPER_EDGES)
 SWEEP = dict(alpha=0.1, beta=0.05, rho=10.0)
 FIG3 = {"DPP2": dict(alpha=0.0994, beta=0.05, rho=10.0, u_w=0.994, u_e=1.0),
@@ -33,14 +36,9 @@ FIG3 = {"DPP2": dict(alpha=0.0994, beta=0.05, rho=10.0, u_w=0.994, u_e=1.0),
 def setting_rows(quick: bool) -> dict:
     problem, graph = setup()
     ev = np.linalg.eigvalsh(graph.laplacian)
-    return {"problem": f"nonconvex logistic of §VI, N={N}, d={DIM}, m={SAMPLES}, lambda={LAM:g}, "
-                       f"omega={OMEGA:g}, f = sum_i f_i",
-            "smoothness Mbar of the generated data": f"{problem.smoothness:.4f} (the paper's "
-                                                      "5.03 belongs to its own data)",
-            "graph": f"random geometric, radius {RADIUS}, seed {GRAPH_SEED}: "
-                     f"{len(graph.edges)} edges (paper: {PAPER_EDGES}), connected",
-            "P": f"I - W with Metropolis W: lambda_max(P) = {ev[-1]:.4f}, smallest nonzero "
-                 f"eigenvalue {ev[1]:.4f}"}
+    return SETTINGS(N=N, d=DIM, m=SAMPLES, lam=LAM, omega=OMEGA, M=problem.smoothness,
+                    radius=RADIUS, seed=GRAPH_SEED, edges=len(graph.edges), paper=PAPER_EDGES,
+                    top=ev[-1], low=ev[1])
 
 
 # ---- Figs. 1 and 2: DPP2 sweeps over r or u -------------------------------------------------
@@ -59,8 +57,7 @@ def _sweep_spec(name: str, key: str, values, quick_values, fixed: dict, K: int) 
 
     def settings(quick: bool) -> dict:
         return {**setting_rows(quick), "iterations K": 300 if quick else K,
-                "seeds": "[0] (quick)" if quick else "[0, 1, 2] (noise and eta^k; data and graph "
-                "fixed); claims on the geometric mean over seeds",
+                "seeds": "[0] (quick)" if quick else SWEEP_SEEDS(),
                 "DPP2": ", ".join(f"{k}={v}" for k, v in {**SWEEP, **fixed}.items())}
 
     def eps_table(t: Table, quick: bool):
@@ -73,8 +70,7 @@ def _sweep_spec(name: str, key: str, values, quick_values, fixed: dict, K: int) 
                 c = ou.c_tilde(DIM, SWEEP["alpha"], problem.smoothness, 2 * M, u, u)
                 rows.append({key: v, "log10 eps (Theorem 3, k=0..K)":
                              math.log10(c) + ou.log10_iteration_sum(r, Kq)})
-        return (f"Theorem 3 budgets of these runs over K={Kq} (delta = 2M, M = {M:.3f} the data's "
-                "gradient bound): nominal only", rows)
+        return BUDGETS(K=Kq, M=M), rows
 
     longer = Diagnosis("longer", changed(K=lambda K: 3 * K))
     return Spec(name, PROSE, runs, _sweep_checks(key, longer), settings=settings,
@@ -227,12 +223,8 @@ def _same_budget(t: Table, quick: bool):
 
 
 def _scale_noise(method: str, keys: tuple[str, ...], factor: float):
-    def change(run: Run) -> Run:
-        if run.params["method"] != method:
-            return run
-        return run.replace(params={**run.params["params"],
-                                   **{k: run.params["params"][k] * factor for k in keys}})
-    return change
+    return changed(lambda run: run.params["method"] == method,
+                   params=lambda p: {**p, **{k: p[k] * factor for k in keys}})
 
 
 _EQUAL = 2.288   # DPP2/DiaDSP epsilon ratio at the paper's parameters (measured in the claim)
@@ -278,14 +270,13 @@ def _fig3_table(t: Table, quick: bool):
                     for m in FIG3})
         row.update({f"log10 eps {k}": v for k, v in log10_eps(t, r, K).items()})
         rows.append(row)
-    return f"Final accuracy and each method's epsilon over K={K} (delta = 2M for DPP2)", rows
+    return FIG3_CAPTION(K=K), rows
 
 
 register(FIG1, FIG2, Spec(
     "ou-fig3", PROSE, _fig3_runs, FIG3_CHECKS, fields=dict(FIELDS, equal=_EQUAL),
     settings=lambda quick: {**setting_rows(quick), "iterations K": 150 if quick else 500,
-                            "seeds": "[0] (quick)" if quick else "[0, 1, 2]; finals are "
-                            "geometric means over seeds",
+                            "seeds": "[0] (quick)" if quick else FIG3_SEEDS(),
                             **{m: ", ".join(f"{k}={v}" for k, v in FIG3[m].items()) for m in FIG3},
                             "metric": "||(1/N) sum_i grad f_i(x_i^K)||^2"},
     figures=[_fig3_figure], tables=[_fig3_table]))

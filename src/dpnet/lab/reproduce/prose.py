@@ -9,7 +9,8 @@ tables) and is joined to the prose by id, so rewording a claim touches no code a
 ``paper``
     the citation every spec of the file extends (``"Authors: Title (paper 004), §VI"``);
 ``[texts]``
-    named snippets, usable as ``{name}`` in every text (one sentence shared by several claims);
+    named snippets, usable as ``{name}`` in every text (one sentence shared by several claims),
+    and the wording of computed notes, captions and settings (:meth:`Prose.texts`);
 ``[choices]``
     named lists of choices made where the paper is silent; a spec lists the groups it makes;
 ``[specs.NAME]``
@@ -31,7 +32,8 @@ of the file uses when the file's specs are registered (:meth:`Prose.verify`).
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +88,25 @@ class Prose:
     def format(self, text: str, fields: Mapping[str, Any], where: str) -> str:
         """``text`` with its ``{field}``s filled from ``fields`` and the ``[texts]`` snippets."""
         return text.format_map(_Fields(fields, self, where))
+
+    def texts(self, *names: str) -> list[Callable[..., str]]:
+        """Fillers of the ``[texts]`` snippets ``names``, checked and recorded as used now (so a
+        snippet only Python fills at report time is known to :meth:`verify`): ``fill(**fields)``
+        is the snippet with its ``{field}``s filled."""
+        for name in names:
+            self.entry("texts", name)
+            self.used.add(name)
+        return [partial(self.fill, name) for name in names]
+
+    def group(self, prefix: str, *keys: str) -> Callable[..., dict[str, str]]:
+        """A filler of the snippets ``PREFIX-KEY`` (see :meth:`texts`) that returns them as a
+        dict by key, in order: a spec's settings."""
+        fills = self.texts(*(f"{prefix}-{k}" for k in keys))
+        return lambda **fields: {k: fill(**fields) for k, fill in zip(keys, fills)}
+
+    def fill(self, name: str, /, **fields: Any) -> str:
+        """Snippet ``name`` of ``[texts]`` with its ``{field}``s filled from ``fields``."""
+        return self.format(f"{{{name}}}", fields, f"text {name}")
 
     def verify(self, specs: Iterable[Any]) -> None:
         """Every claim, diagnosis, choice group, snippet and spec of the file is used by one of

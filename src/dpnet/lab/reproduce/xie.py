@@ -30,6 +30,10 @@ from . import DATA, Prose, register
 from .engine import Check, Diagnosis, Run, Spec, Table, curve_figure, execute
 
 PROSE = Prose.load(DATA / "xie.toml")
+(PROBLEM_37, PROBLEM_38, GRAPH, ALGORITHMS, BITS, READINGS_SET, CEILING, CEILING_AT, MECHANISM,
+ PREDICTION, NOISE_SET, HORIZON_SET) = PROSE.texts(
+    "problem-37", "problem-38", "graph", "algorithms", "bits", "readings", "ceiling-note",
+    "ceiling-reading", "mechanism", "prediction", "noise", "horizon")
 N, D, M_SAMPLES, OMEGA, FLOAT_BITS = 6, 10, 200, 5.0, 32
 # Fig. 1 is not in the text: the triangular prism, the 3-regular 6-node graph that is not
 # bipartite, so the paper's own W (w_ii = 0, w_ij = 1/3) has rho = 1/3 > 0.
@@ -155,19 +159,9 @@ CURVATURE = Diagnosis("curvature", lambda r: r.replace(m_scale=SMALL_M)
 
 def _settings(which: str, **extra):
     def settings(quick: bool) -> dict:
-        return {"problem": "(37) nonconvex logistic, n=6, d=10, m=200, lambda=0.001, alpha=1"
-                if which == "37" else "(38) x^T x + 3 sin(x)^T sin(x) + m_i x^T cos(x), n=6, "
-                "d=10, m = z - mean(z), z ~ N(0, I_6) (all |m_i| >= 0.1)",
-                "graph": f"prism (edges {EDGES}), w_ij = 1/3, w_ii = 0, rho = "
-                         f"{graph().spectral_gap():.4f}",
-                "algorithms": "Table I: PGTC-C1/C2 (eta 0.1, gamma 0.2), PGTC-C3 (eta 0.15, gamma "
-                "0.1), alpha_x = alpha_y = 0.5; DiaDSP eta 0.15; PPDC-C1 (eta 0.015, gamma 45), "
-                "PPDC-C2 (eta 0.01, gamma 45), PPDC-C3 (eta 0.01, gamma 25), omega 5, alpha_x "
-                "0.2; C1 Top-2, C2 2-bit quantizer, C3 norm-sign",
-                "bits": f"{FLOAT_BITS}-bit floats; Top-2: 2 x (32 + 4 index bits); 2-bit "
-                "quantizer: 32 + 10 x 3 bits; norm-sign: 32 + 10 bits; uncompressed: 10 x 32; "
-                "each broadcast charged once per receiving neighbour (3 here); PGTC and DiaDSP "
-                "send 2 messages per iteration, PPDC 1", **{k: v(quick) for k, v in extra.items()}}
+        return {"problem": (PROBLEM_37 if which == "37" else PROBLEM_38)(),
+                "graph": GRAPH(edges=EDGES, rho=graph().spectral_gap()), "algorithms": ALGORITHMS(),
+                "bits": BITS(float_bits=FLOAT_BITS), **{k: v(quick) for k, v in extra.items()}}
     return settings
 
 
@@ -296,24 +290,16 @@ def _ceiling_note(report, t: Table, quick: bool) -> None:
     by eta on the runs themselves."""
     sup = _gradient_ceiling(problem("37"))
     need = [OMEGA * _noise_sum(*READINGS["a"], "noise_v", seed) for seed in range(20)]
-    report.note(
-        "No fixed point can exist when the noise a fixed point must balance exceeds the largest "
-        "gradient of (37): sum_i grad f_i(x^inf) = -sum_t sum_i xi_y,t (PGTC, DiaDSP), = -omega "
-        "sum_t sum_i xi_v,t (PPDC), while max over 500 random directions e of ||grad f(100 e)|| "
-        f"= {sup:.3f} (about 1/sqrt(2 pi) for random labels). Measured: " + "; ".join(
-            f"reading ({r}), seed 0: PGTC/DiaDSP need ||sum xi_y|| / n = "
-            f"{_noise_sum(*READINGS[r], 'noise_y', 0):.3g}, PPDC needs 5 ||sum xi_v|| / n = "
-            f"{OMEGA * _noise_sum(*READINGS[r], 'noise_v', 0):.3g}" for r in READINGS)
-        + f". At reading (a) PPDC's need exceeds the ceiling for {sum(v > sup for v in need)} of the 20 "
-        f"seeds 0-19 (median {np.median(need):.3g}). Runs above the ceiling drift off ('no "
-        "limit'); the table below takes the v-noise away step by step on one run.")
+    report.note(CEILING(sup=sup, median=np.median(need), above=sum(v > sup for v in need),
+                        measured="; ".join(CEILING_AT(r=r, y=_noise_sum(*READINGS[r], "noise_y", 0),
+                                                      v=OMEGA * _noise_sum(*READINGS[r], "noise_v", 0))
+                                           for r in READINGS)))
     K = QUICK_K if quick else HORIZON[("37", "a")]
     res = execute([_run({"eta": v}, method="PPDC-C1", which="37", s=0.1, q=0.2, K=K, seed=0,
                         v_scale=v, curve=False) for v in (1.0, 0.3, 0.1, 0.03, 0.0)])
-    report.table(f"The mechanism: PPDC-C1 on (37), reading (a), seed 0, {K} iterations, with "
-                 "xi_v scaled by eta (eta = 0: the v-noise channel off)",
-                 [{"eta": r["eta"], "status": r["status"], "||grad f(xbar_K)||": r["accuracy"],
-                   "eta omega ||sum xi_v|| / n": r["eta"] * need[0]} for r in res])
+    report.table(MECHANISM(K=K), [{"eta": r["eta"], "status": r["status"], "||grad f(xbar_K)||":
+                                   r["accuracy"], "eta omega ||sum xi_v|| / n": r["eta"] * need[0]}
+                                  for r in res])
 
 
 def _residual_claims(which: str, axis: str) -> list[Check]:
@@ -348,28 +334,20 @@ def _residual_spec(name: str, which: str, axis: str) -> Spec:
     fig, main = name[-1], "a" if which == "37" else "b"
     readings = ["a", "b", "b-small-m"] if which == "38" else ["a", "b"]
 
-    def plot(r: str):
+    def plot(r: str):      # R_k hits exact zero once x_k = x_K in floating point: show to 1e-32
         s, q = READINGS[r[0]]
         m = f", m_i x {SMALL_M:g}" if r[1:] else ""
-        draw = curve_figure("residual", "method", x="iteration" if axis == "iterations"
+        return curve_figure("residual", "method", x="iteration" if axis == "iterations"
                             else "bits_per_agent", where={"reading": r}, seed=0,
                             ylabel="R_k = min_{t<=k} ||x_t - x^inf||^2",
                             title=f"({which}), reading ({r[0]}): s_xi = {s:g}, q = {q:g}{m}; seed 0",
                             caption=f"Fig. {fig}, reading ({r[0]}): s_xi = {s:g}, q = {q:g}{m}",
-                            suffix="" if r == main else f"reading-{r}")
-
-        def floored(t: Table, quick: bool):
-            # R_k hits exact zero once x_k = x_K in floating point: show down to 1e-32
-            f, *rest = draw(t, quick)
-            f.axes[0].set_ylim(bottom=max(f.axes[0].get_ylim()[0], 1e-32))
-            return (f, *rest)
-        return floored
+                            suffix="" if r == main else f"reading-{r}", floor=1e-32)
 
     return Spec(
         name, PROSE, _residual_runs(which), _residual_claims(which, axis), fields=_fields(fig),
         settings=_settings(
-            which, readings=lambda quick: "(a) s_xi = 0.1, q = 0.2 (the sentence of §V); (b) "
-            f"s_xi = 100, q = 0.1 (Table I); main reading for this figure: ({main})",
+            which, readings=lambda quick: READINGS_SET(main=main),
             horizon=lambda quick: f"{QUICK_K} iterations, seed 0, both readings" if quick else
             "; ".join(f"reading ({r}): {HORIZON[(which, r)]} iterations, seeds "
                       f"{SEEDS[(which, r)]}" for r in READINGS)),
@@ -483,11 +461,7 @@ def _accuracy_spec(name: str, which: str, s: float) -> Spec:
         med, _, qs, fam, _, _ = _acc(t)
         ratio = {f: np.median([med[(m, q)] / _predicted(s, q, omega) for m in fam[f] for q in qs])
                  for f, omega in (("PGTC", 1.0), ("PPDC", OMEGA))}
-        report.note("At a consensus fixed point sum_i grad f_i(x^inf) = -sum_t sum_i xi_y,t "
-                    "(PGTC, DiaDSP) and = -omega sum_t sum_i xi_v,t (PPDC); this predicts the "
-                    "RMS accuracy sqrt(2 d s^2 / (n (1 - q^2))) (times omega = 5 for PPDC), "
-                    f"drawn in grey. Median measured/predicted: PGTC {_f(ratio['PGTC'], '.2f')}, "
-                    f"PPDC {_f(ratio['PPDC'], '.2f')} (one noise realization per seed).")
+        report.note(PREDICTION(pgtc=_f(ratio["PGTC"], ".2f"), ppdc=_f(ratio["PPDC"], ".2f")))
 
     dia = Diagnosis("unstable", lambda r: r.replace(method=LAZY)
                     if r.params["method"] == "DiaDSP" else r)
@@ -499,10 +473,10 @@ def _accuracy_spec(name: str, which: str, s: float) -> Spec:
                      if which == "37" else None)]
     return Spec(
         name, PROSE, runs, checks, fields=_fields(fig),
-        settings=_settings(which, noise=lambda quick: f"s_xi = {s:g} for x, y and v; q in "
-                           f"{[0.18, 0.9] if quick else list(Q_GRID)}",
-                           horizon=lambda quick: f"{120 if quick else 1000} iterations per run, "
-                           f"seeds {[0] if quick else [0, 1, 2]}"),
+        settings=_settings(which, noise=lambda quick: NOISE_SET(s=s, qs=[0.18, 0.9] if quick else
+                                                                list(Q_GRID)),
+                           horizon=lambda quick: HORIZON_SET(K=120 if quick else 1000,
+                                                             seeds=[0] if quick else [0, 1, 2])),
         figures=[figure], tables=[table],
         analysis=[prediction, *([_ceiling_note] if which == "37" else [])])
 
