@@ -274,3 +274,31 @@ def test_delta_names_only_dps_delta():
                 if "radius delta" in text or "adjacency delta" in text:
                     offenders.append((module, node.lineno, node.value[:60]))
     assert not offenders, offenders
+
+
+def code_lines(path: Path) -> int:
+    """Lines of a module that hold code: not blank, not in a docstring, not a comment alone."""
+    import io
+    import tokenize
+
+    source = path.read_text()
+    lines = source.splitlines()
+    skip = set()
+    for node in ast.walk(ast.parse(source)):
+        body = getattr(node, "body", None)
+        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+            skip.update(range(body[0].lineno, body[0].end_lineno + 1))
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT and lines[tok.start[0] - 1].strip().startswith("#"):
+            skip.add(tok.start[0])
+    return sum(1 for i, line in enumerate(lines, 1) if line.strip() and i not in skip)
+
+
+def test_the_reproductions_python_stays_small():
+    """Specs, predicates and run functions of every paper, their prose in data files: at most
+    2,500 lines of code (blank lines, docstrings and comments not counted; the report writer
+    not included)."""
+    total = sum(code_lines(p) for p in sorted((SRC / "lab" / "reproduce").glob("*.py"))
+                if p.name != "report.py")
+    assert total <= 2500, total
