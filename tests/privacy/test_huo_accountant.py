@@ -133,3 +133,22 @@ def test_guarantee_objects():
     assert p.epsilon < g.epsilon and "Lemmas 1, 4, 5" in p.theorem
     with pytest.raises(ParameterError, match="T = 120000"):
         huo.guarantee(huo.theorem1_sigma(0.1, 1e-5, m) * 0.5, m, "theorem1")
+
+
+def test_a_requested_delta_is_met_or_refused():
+    """DO-ADP's Theorem 1 certifies its own delta (the proof's delta_hat = sqrt(S), ~0.1 here): a
+    caller asking for delta = 1e-5 gets that delta or an error, never a larger one (calibrate
+    returned a sigma whose guarantee had delta = 0.04)."""
+    from dpnet import graphs, problems
+    from dpnet.algorithms import DOADP
+
+    p = problems.NonconvexLogistic.random(n_agents=6, samples=200, dim=10, seed=0)
+    g = graphs.ring(6)
+    alg = DOADP(0.2, 0.5, 0.5, sigma=4.0, clip=1.0, batch_size=10)
+    assert alg.privacy(p, g, 100).delta > 1e-5                  # what theorem1 certifies alone
+    with pytest.raises(ParameterError, match=r"delta=1e-05 .* it certifies delta = 0\.1"):
+        alg.privacy(p, g, 100, delta=1e-5)
+    with pytest.raises(ParameterError):
+        alg.calibrate(0.5, p, g, iterations=100, delta=1e-5)
+    tuned = alg.calibrate(0.5, p, g, iterations=100, accountant="proof", delta=1e-3)
+    assert tuned.privacy(p, g, 100, accountant="proof", delta=1e-3).delta <= 1e-3

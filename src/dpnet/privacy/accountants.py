@@ -158,7 +158,15 @@ def account(algorithm, problem, graph, iterations: int | None,
         raise ParameterError("delta", facts.delta, f"no delta: the {name!r} accountant of "
                              f"{algorithm.name} gives pure epsilon-DP (delta = 0), so a delta "
                              "given to it would go unused")
-    return acc.fn(algorithm, problem, graph, iterations, facts, **options)
+    guarantee = acc.fn(algorithm, problem, graph, iterations, facts, **options)
+    if facts.delta is not None and guarantee.delta > facts.delta * (1 + 1e-9):
+        # a requested delta is met or refused: a guarantee at a larger delta than asked for is
+        # not the guarantee asked for (DO-ADP's theorem1 certifies its own delta ~ 0.04)
+        raise ParameterError("delta", facts.delta, f"a delta the {name!r} accountant of "
+                             f"{algorithm.name} can meet: it certifies delta = "
+                             f"{guarantee.delta:.3g} at this noise; more noise, or one that takes delta "
+                             f"({', '.join(sorted(n for n, a in table.items() if not a.pure))})")
+    return guarantee
 
 
 # ---- generic accountants ----------------------------------------------------------------------

@@ -126,6 +126,8 @@ def theorem1_sigma(epsilon: float, delta0: float, mech: DOADPStep) -> float:
     well, as this function once did, certified an epsilon B times too small.)"""
     _check_eps_delta(epsilon, delta0)
     m = mech
+    if epsilon ** 2 == 0.0:     # an epsilon so small its square underflows: no finite sigma
+        return math.inf
     var = (160.0 * m.k * m.p ** 2 * m.T * math.log(1.25 / delta0) * m.G ** 2
            / (m.q ** 2 * m.d * epsilon ** 2))
     return math.sqrt(var)
