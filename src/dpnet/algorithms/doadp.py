@@ -216,7 +216,7 @@ def proof_accountant(alg, problem, graph, iterations, assumptions, delta0: float
 def rdp_accountant(alg, problem, graph, iterations, assumptions, sensitivity: str = "full",
                    activation: str = "hidden"):
     """dp-accounting RDP over T subsampled Gaussian steps (orders to 16384), epsilon at the
-    assumptions' delta (default 1e-5); options sensitivity, activation ("hidden" | "visible")."""
+    assumptions' delta (given: none is assumed); options sensitivity, activation ("hidden" | "visible")."""
     return huo_account(alg, problem, graph, iterations, assumptions, "rdp",
                        sensitivity=sensitivity, activation=activation)
 
@@ -225,7 +225,7 @@ def rdp_accountant(alg, problem, graph, iterations, assumptions, sensitivity: st
 def pld_accountant(alg, problem, graph, iterations, assumptions, sensitivity: str = "full",
                    activation: str = "hidden", pld_discretization: float | None = None):
     """dp-accounting PLD over T subsampled Gaussian steps (adaptive pessimistic discretisation),
-    epsilon at the assumptions' delta (default 1e-5); options sensitivity, activation,
+    epsilon at the assumptions' delta (given: none is assumed); options sensitivity, activation,
     pld_discretization."""
     return huo_account(alg, problem, graph, iterations, assumptions, "pld",
                        sensitivity=sensitivity, activation=activation,

@@ -152,15 +152,15 @@ def proof_accountant(alg, problem, graph, iterations, assumptions, delta0: float
 
 @accountants.register(DPDDA, "rdp")
 def rdp_accountant(alg, problem, graph, iterations, assumptions, activation: str = "hidden"):
-    """dp-accounting RDP over T subsampled Gaussian steps at the assumptions' delta (default
-    1e-5); option activation."""
+    """dp-accounting RDP over T subsampled Gaussian steps at the assumptions' delta (given: none
+    is assumed); option activation."""
     return _dpdda(alg, problem, graph, iterations, assumptions, "rdp", activation=activation)
 
 
 @accountants.register(DPDDA, "pld")
 def pld_accountant(alg, problem, graph, iterations, assumptions, activation: str = "hidden",
                    pld_discretization: float | None = None):
-    """dp-accounting PLD over T subsampled Gaussian steps at the assumptions' delta (default
-    1e-5); options activation, pld_discretization."""
+    """dp-accounting PLD over T subsampled Gaussian steps at the assumptions' delta (given: none
+    is assumed); options activation, pld_discretization."""
     return _dpdda(alg, problem, graph, iterations, assumptions, "pld", activation=activation,
                   pld_discretization=pld_discretization)

@@ -12,7 +12,7 @@ default), :mod:`dpnet.privacy.kang` (RDP accounting of the same Gaussian mechani
 amplification of sampling m of the D local samples without replacement; [33]'s closed form has an
 unspecified constant), paper 003's C given as exactly one of ``gradient_bound`` (C bounds the l2
 norm) or ``l1_gradient_bound`` (an l1 bound also bounds the l2 norm), epsilon at the assumption
-``delta`` (default 1e-5), option ``subsampled``. :meth:`KangWDDP.mechanism` describes the Gaussian
+``delta`` (given: none is assumed), option ``subsampled``. :meth:`KangWDDP.mechanism` describes the Gaussian
 releases (the noisy gradient ``g_i + z_i``: l2 sensitivity ``C/m``, noise ``sigma``) without
 subsampling: the generic accountants know Poisson subsampling only, not sampling without
 replacement under replace-one adjacency, so ``rdp``/``pld`` give the unamplified bound (``kang``

@@ -300,7 +300,7 @@ def epsilon_of(sigma: float, mech: DOADPStep, accountant: str = "proof", delta0:
     """Epsilon of one accountant at sigma: ``"theorem1"`` (eq. (7) inverted; ``inf`` when a
     hypothesis other than the sigma bound fails), ``"proof"`` (eps~; ``delta`` given: the
     ``delta_hat`` that spends exactly it; ``inf`` when Lemma 4-5's requirements fail),
-    ``"rdp"``/``"pld"`` (at ``delta``, default 1e-5)."""
+    ``"rdp"``/``"pld"`` (at ``delta``, which must be given)."""
     require(accountant in ACCOUNTANTS, "accountant", accountant, f"one of {ACCOUNTANTS}")
     if accountant == "theorem1":
         eps = theorem1_epsilon(sigma, delta0, mech)
