@@ -21,6 +21,11 @@ from .errors import ParameterError, UnknownNameError
 T = TypeVar("T")
 
 
+def calling_module(depth: int = 1) -> str:
+    """The module of the code ``depth`` frames above the function that asks: who registers."""
+    return sys._getframe(depth + 1).f_globals.get("__name__", "?")
+
+
 class Registry(Mapping[str, T], Generic[T]):
     """Name -> object for one ``kind`` of thing (the word used in errors), owned by the package
     ``owner`` (``"dpnet.algorithms"``)."""
@@ -35,7 +40,7 @@ class Registry(Mapping[str, T], Generic[T]):
         (default: the caller's)."""
         if not isinstance(name, str) or not name:
             raise ParameterError(f"{self.kind} name", name, "a non-empty string")
-        registrant = registrant or sys._getframe(1).f_globals.get("__name__", "?")
+        registrant = registrant or calling_module()
         # the module that registered a name may register it again (a reloaded module, a
         # notebook cell run twice); no other module may replace it
         if name in self._entries and self._registrants[name] != registrant:
@@ -49,13 +54,13 @@ class Registry(Mapping[str, T], Generic[T]):
         """A decorator registering its argument under ``name_of(argument)``."""
         def register(value: T) -> T:
             return self.register(name_of(value), value,
-                                 registrant=sys._getframe(1).f_globals.get("__name__", "?"))
+                                 registrant=calling_module())
         return register
 
     @contextlib.contextmanager
     def scoped(self, name: str, value: T) -> Iterator[T]:
         """Register ``value`` under ``name`` for the block only (tests, a notebook's trial)."""
-        self.register(name, value, registrant=sys._getframe(2).f_globals.get("__name__", "?"))
+        self.register(name, value, registrant=calling_module(2))   # past contextmanager
         try:
             yield value
         finally:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ParameterError, UnknownNameError
-from ..registry import Registry
+from ..registry import Registry, calling_module
 from . import dp_accounting_bridge as bridge
 from .assumptions import ASSUMPTIONS, Assumptions, check_names
 from .guarantee import PrivacyGuarantee
@@ -79,7 +78,7 @@ def _key(cls: type | None, name: str) -> str:
 def register(cls: type, name: str, description: str = "", pure: bool = False) -> Callable:
     """Decorator: ``fn`` is accountant ``name`` of ``cls`` (and of its subclasses); ``pure``: it
     gives pure epsilon-DP."""
-    registrant = sys._getframe(1).f_globals.get("__name__", "?")
+    registrant = calling_module()
 
     def deco(fn):
         summary = description or (fn.__doc__ or "").strip().split("\n")[0]
@@ -92,7 +91,7 @@ def register(cls: type, name: str, description: str = "", pure: bool = False) ->
 def register_generic(name: str, description: str, pure: bool = False) -> Callable:
     """Decorator: ``fn(algorithm, problem, graph, iterations, assumptions, **options)`` serves
     every algorithm with a mechanism description."""
-    registrant = sys._getframe(1).f_globals.get("__name__", "?")
+    registrant = calling_module()
 
     def deco(fn):
         ACCOUNTANTS.register(_key(None, name), Accountant(name, fn, description, pure=pure),

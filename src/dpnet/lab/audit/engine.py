@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import copy
 import math
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -58,7 +57,7 @@ from ...noise import Noise
 from ...privacy.guarantee import PrivacyGuarantee
 from ...problems.base import Problem
 from ...problems.stochastic import sample_indices
-from ...registry import Registry
+from ...registry import Registry, calling_module
 from ...rng import GOLDEN, Streams, purpose_key, splitmix64
 from ...threads import torch_threads
 from .. import report
@@ -536,7 +535,7 @@ def register_target(target: AuditTarget) -> AuditTarget:
     require(target.statistic in STATISTICS, "statistic", target.statistic,
             f"one of {sorted(STATISTICS)}")
     return TARGETS.register(target.name, target,
-                            registrant=sys._getframe(1).f_globals.get("__name__", "?"))
+                            registrant=calling_module())
 
 
 def get_target(name: str) -> AuditTarget:

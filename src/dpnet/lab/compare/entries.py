@@ -21,7 +21,6 @@ whose noise does not decay, a momentum factor instead).
 from __future__ import annotations
 
 import dataclasses
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +29,7 @@ from ... import algorithms, compression, noise
 from ...errors import ParameterError
 from ...privacy import accountants
 from ...problems.stochastic import Clip
-from ...registry import Registry
+from ...registry import Registry, calling_module
 from ..keys import PROSE, value_digest
 from ..source import data_root
 from .tasks import task_spec
@@ -95,7 +94,7 @@ def register(e: Entry) -> Entry:
         if len(grid) != TRIALS:
             raise ParameterError(f"entry {e.name} grid", len(grid), f"{TRIALS} trials, as every "
                                  "other method's")
-    return ENTRIES.register(e.name, e, registrant=sys._getframe(1).f_globals.get("__name__", "?"))
+    return ENTRIES.register(e.name, e, registrant=calling_module())
 
 
 for _e in (

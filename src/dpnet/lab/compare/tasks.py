@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +28,7 @@ from ... import graphs
 from ...errors import DPNetError
 from ...problems import LogisticRegression, NonconvexLogistic
 from ...problems.base import minimize_global
-from ...registry import Registry
+from ...registry import Registry, calling_module
 from ...runner import run
 from .. import source
 from ..keys import PROSE
@@ -59,7 +58,7 @@ TASKS: Registry[TaskSpec] = Registry("task", "dpnet.lab.compare")
 def register(spec: TaskSpec) -> TaskSpec:
     """Add a task (modules of this package that define one call this at import)."""
     return TASKS.register(spec.name, spec,
-                          registrant=sys._getframe(1).f_globals.get("__name__", "?"))
+                          registrant=calling_module())
 
 
 def task_spec(name: str) -> TaskSpec:

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...registry import Registry
+from ...registry import Registry, calling_module
 from . import engine, prose, report
 from .engine import Check, Diagnosis, Run, Spec, Table, Verdict, all_of, changed, evaluate, execute
 from .prose import DATA, Prose
@@ -56,7 +55,7 @@ def register(*specs: Spec) -> None:
         p.verify(s for s in specs if s.prose is p)
     for spec in specs:
         EXPERIMENTS.register(spec.name, Experiment(spec.name, spec.title, spec.paper, spec),
-                             registrant=sys._getframe(1).f_globals.get("__name__", "?"))
+                             registrant=calling_module())
 
 
 def _load() -> None:
