@@ -479,6 +479,17 @@ def test_torch_gives_the_same_uniform_bits_on_the_cpu(key):
     assert u32.dtype == torch.float32 and torch.equal(u32, u.to(torch.float32))
 
 
+@pytest.mark.parametrize("device", _devices())
+def test_a_draw_on_the_device_leaves_the_callers_agents_alone(device):
+    # the row keys are mixed where the draw is made, from the agents' ids: an int64 array is
+    # shared with torch on the CPU, so an in-place mix there would rewrite the caller's ids
+    agents = np.array([5, 0, 2**40, 3], dtype=np.int64)
+    s = Streams(7)
+    bits = s.bits_tensor("p", 2**62 + 1, agents, 6, device=device)
+    assert agents.tolist() == [5, 0, 2**40, 3]
+    assert same_bits(bits.cpu().numpy().view(np.uint64), s.permutation_keys("p", 2**62 + 1, agents, 6))
+
+
 @pytest.mark.parametrize("key", KEYS[:10], ids=range(10))
 def test_torch_transforms_agree_to_the_last_ulps(key):
     seed, purpose, it, agents, width = key

@@ -498,13 +498,17 @@ class Streams:
             self._seed_key = splitmix64(np.asarray([self.seed], dtype=np.uint64))[0]
 
     # -- keys --------------------------------------------------------------------------------------
-    def _row_keys(self, purpose: str, iteration: int, agents: np.ndarray) -> np.ndarray:
-        """uint64 key of each agent's row: coordinate j of the row is ``mix(key ^ j * GOLDEN)``."""
+    def _block_key(self, purpose: str, iteration: int) -> np.uint64:
+        """uint64 key of one (purpose, iteration) block: agent i's row key is ``mix(key ^ i)``."""
         with np.errstate(over="ignore"):
             h = np.uint64(self._seed_key) ^ np.uint64(purpose_key(purpose))
             h = splitmix64(np.asarray([h], dtype=np.uint64))[0] ^ np.uint64(iteration & (2**64 - 1))
-            h = splitmix64(np.asarray([h], dtype=np.uint64))
-            return splitmix64(h ^ agents.astype(np.uint64))
+            return splitmix64(np.asarray([h], dtype=np.uint64))[0]
+
+    def _row_keys(self, purpose: str, iteration: int, agents: np.ndarray) -> np.ndarray:
+        """uint64 key of each agent's row: coordinate j of the row is ``mix(key ^ j * GOLDEN)``."""
+        with np.errstate(over="ignore"):
+            return splitmix64(self._block_key(purpose, iteration) ^ agents.astype(np.uint64))
 
     def _bits(self, purpose: str, iteration: int, agents: np.ndarray, width: int) -> np.ndarray:
         """uint64 array of shape (len(agents), width) (the NumPy path)."""
@@ -595,8 +599,10 @@ class Streams:
             # a subclass's own chain: evaluate it on the CPU and move the bits
             bits = self._bits(purpose, iteration, agents, width)
             return torch.from_numpy(np.ascontiguousarray(bits).view(np.int64)).to(device)
-        keys = self._row_keys(purpose, iteration, agents).view(np.int64)
-        keys = torch.from_numpy(np.ascontiguousarray(keys)).to(device)
+        # the row keys are mixed on the device too: at 10^7 agents the CPU's pass over them
+        # (0.35 s a draw) would cost more than the whole draw there
+        block = int(np.asarray(self._block_key(purpose, iteration)).view(np.int64))
+        keys = _mix_tensor_(torch.from_numpy(agents).to(device) ^ block)
         cols = torch.arange(width, dtype=torch.int64, device=device) * _GOLDEN_T
         return _mix_tensor_(keys[:, None] ^ cols[None, :])
 
