@@ -280,6 +280,28 @@ def test_neural_evaluation_and_per_sample_gradients(device):
     assert torch.equal(module.net[1].weight.reshape(-1), X[1, : module.net[1].weight.numel()])
 
 
+@CUDA
+def test_convolution_gradients_on_cuda_are_float32_not_tf32():
+    # cuDNN may use TF32 for float32 convolutions (PyTorch's default): measured on an H200, the
+    # vmap'd MNIST CNN's gradients then differed from the CPU's by ~1e-3 on every agent. dpnet
+    # holds cuDNN to IEEE float32 inside its gradient calls and restores the user's flag after.
+    rng = np.random.default_rng(0)
+    n, m = 6, 40
+    p = NeuralProblem(models.mnist_cnn(seed=0), rng.integers(0, 256, (n * m, 28, 28), dtype=np.uint8),
+                      rng.integers(0, 10, n * m), np.arange(n * m).reshape(n, m),
+                      transform=models.mnist_transform)
+    q = p.to("cuda", copy=True)
+    X = p.default_x0() + 0.01 * torch.randn(n, p.dim, generator=torch.Generator().manual_seed(1))
+    torch.backends.cudnn.allow_tf32 = True
+    for clip in (None, Clip(1.0, "coordinate")):
+        want = p.stochastic_grad(X, Streams(0), 0, 16, clip=clip)
+        got = q.stochastic_grad(X.to("cuda"), Streams(0), 0, 16, clip=clip).cpu()
+        per_agent = (got - want).abs().amax(dim=1)
+        # one agent may branch otherwise at a ReLU or max-pool near-tie (benchmarks/bench_neural.py)
+        assert float(per_agent.median()) < 1e-5, per_agent.tolist()
+    assert torch.backends.cudnn.allow_tf32 is True
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_online_problem_memory_and_public_draws(device):
     p = _online("logistic", shared=False)

@@ -72,6 +72,25 @@ class FlatModule:
     def logits(self, row: torch.Tensor, xb: torch.Tensor) -> torch.Tensor:
         return functional_call(self.module, (self.unflatten(row), self.buffers), (xb,))
 
+    def in_float32(self, fn: Callable) -> Callable:
+        """``fn`` with cuDNN held to IEEE float32 while it runs (forward and backward) on a CUDA
+        device. PyTorch lets cuDNN convolutions use TF32 by default (``allow_tf32``), which keeps
+        10 mantissa bits: on an H200 the vmap'd MNIST CNN's gradients then differed from float64
+        by up to 3e-3 (the per-agent loop, whose kernels cuDNN picked otherwise, by 1e-5), so
+        the same run gave other models on the GPU than on the CPU. Elsewhere ``fn`` is returned
+        as is."""
+        if self.device.type != "cuda":
+            return fn
+
+        def exact(*args):
+            before = torch.backends.cudnn.allow_tf32
+            torch.backends.cudnn.allow_tf32 = False
+            try:
+                return fn(*args)
+            finally:
+                torch.backends.cudnn.allow_tf32 = before
+        return exact
+
 
 class NeuralProblem(Problem):
     """A module and a partitioned dataset (see the module docstring).
@@ -131,11 +150,12 @@ class NeuralProblem(Problem):
         caches and ran 1.6x slower than a loop over module copies (MNIST CNN, batch 32, one
         thread: 816 ms; chunks of 5: 503 ms, the loop 502 ms). A GPU takes all agents at once."""
         chunk = CPU_AGENT_CHUNK if self.device.type == "cpu" else None
-        self._batch_grad = vmap(grad(self._loss_batch), in_dims=(0, 0, 0), chunk_size=chunk)
-        self._sample_grad = vmap(vmap(grad(self._loss_one), in_dims=(None, 0, 0)),
-                                 in_dims=(0, 0, 0), chunk_size=chunk)
-        self._agent_logits = vmap(self._logits, in_dims=(0, 0))
-        self._shared_logits = vmap(self._logits, in_dims=(0, None))
+        exact = self._flat.in_float32
+        self._batch_grad = exact(vmap(grad(self._loss_batch), in_dims=(0, 0, 0), chunk_size=chunk))
+        self._sample_grad = exact(vmap(vmap(grad(self._loss_one), in_dims=(None, 0, 0)),
+                                       in_dims=(0, 0, 0), chunk_size=chunk))
+        self._agent_logits = exact(vmap(self._logits, in_dims=(0, 0)))
+        self._shared_logits = exact(vmap(self._logits, in_dims=(0, None)))
 
     def _move(self, device: torch.device, copy: bool = False) -> None:
         """Data, test set and initial row move; the module is copied to ``device`` and the

@@ -214,9 +214,10 @@ class NeuralSamples(Movable):
         its own."""
         from torch.func import grad, vmap
 
-        self._wgrad = vmap(grad(self._wloss), in_dims=(0, 0, 0, 0))
-        self._logits_agents = vmap(self._logits, in_dims=(0, 0))
-        self._logits_shared = vmap(self._logits, in_dims=(0, None))
+        exact = self._flat.in_float32
+        self._wgrad = exact(vmap(grad(self._wloss), in_dims=(0, 0, 0, 0)))
+        self._logits_agents = exact(vmap(self._logits, in_dims=(0, 0)))
+        self._logits_shared = exact(vmap(self._logits, in_dims=(0, None)))
 
     def _move(self, device: torch.device, copy: bool = False) -> None:
         """Features, labels and initial row move; the module is copied to ``device`` and the
