@@ -153,3 +153,20 @@ def test_ledger_merge():
     assert a.per_iteration().tolist() == [35, 3]
     assert a.per_name == {"x": 35, "y": 3}
     assert a.per_agent_iteration().tolist() == [[10, 20, 5], [3, 0, 0]]
+
+
+def test_charging_every_agent_in_order_equals_charging_each_id():
+    # the fast path (one vector add, no np.add.at) must give the per-id ledger exactly
+    n, rng = 50, np.random.default_rng(3)
+    fast, slow = BitLedger(n, detailed=True), BitLedger(n, detailed=True)
+    for k in range(3):
+        bits = rng.integers(0, 1000, n)
+        fast.charge(k, "x", slice(None), bits)
+        slow.charge(k, "x", np.arange(n), bits)
+    some = np.array([4, 4, 9])                  # repeated ids add up on the general path
+    fast.charge(3, "y", some, [1, 2, 3])
+    slow.charge(3, "y", some, [1, 2, 3])
+    assert np.array_equal(fast.per_agent, slow.per_agent) and fast.per_agent[4] >= 3
+    assert fast.per_name == slow.per_name and fast.total == slow.total
+    assert np.array_equal(fast.per_iteration(), slow.per_iteration())
+    assert all(np.array_equal(fast._detail[k], slow._detail[k]) for k in range(4))

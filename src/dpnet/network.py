@@ -95,6 +95,10 @@ class Transcript:
         return out
 
 
+def _add_slice(out: np.ndarray, where: slice, values: np.ndarray) -> None:
+    out[where] += values
+
+
 class BitLedger:
     """Bits on the wire: per agent (sender), per iteration, per message name, and in total.
 
@@ -108,15 +112,20 @@ class BitLedger:
         self.detailed = detailed
         self._detail: dict[int, np.ndarray] = {}
 
-    def charge(self, iteration: int, name: str, agents: np.ndarray, bits: np.ndarray) -> None:
+    def charge(self, iteration: int, name: str, agents: np.ndarray | slice,
+               bits: np.ndarray) -> None:
+        """Charge ``bits[j]`` to sender ``agents[j]``; ``agents = slice(None)``: every agent,
+        in order. That case is one vector add: ``np.add.at`` (which allows repeated ids) took
+        0.2 s per message at 10^7 agents, more than a GPU's whole step."""
         bits = np.asarray(bits, dtype=np.int64)
-        np.add.at(self.per_agent, agents, bits)
+        add = np.add.at if isinstance(agents, np.ndarray) else _add_slice
+        add(self.per_agent, agents, bits)
         total = int(bits.sum())
         self.per_name[name] = self.per_name.get(name, 0) + total
         self._iter[iteration] = self._iter.get(iteration, 0) + total
         if self.detailed:
             row = self._detail.setdefault(iteration, np.zeros(self.n, dtype=np.int64))
-            np.add.at(row, agents, bits)
+            add(row, agents, bits)
 
     @property
     def total(self) -> int:
@@ -264,9 +273,11 @@ class Network:
             senders = agents[mask_np]
         else:
             senders = agents
+        # every agent sent, and the local rows are all agents in order: charge without indexing
+        charged = slice(None) if active is None and self.n_local == self.n else senders
         per_msg = compressor.bits(d, self.float_bits)
-        self.ledger.charge(self.iteration, name, senders,
-                           per_msg * self.receivers(matrix)[senders])
+        self.ledger.charge(self.iteration, name, charged,
+                           per_msg * self.receivers(matrix)[charged])
         if self.transcript is not None:
             rows = payload if active is None else payload[mask]
             # the transcript is a result: it lives on the CPU whatever the run's device
