@@ -8,7 +8,10 @@ on every device, so the runs agree up to floating-point rounding of the transfor
 reductions). Without a CUDA
 device it says so and exits 0: ``make bench`` stays green on CPU-only machines.
 
-    python benchmarks/bench_device.py [--quick] [--n N --d D] [--iterations K]
+``--profile ROWS`` adds one more device run of 2 iterations under ``torch.profiler`` and prints
+its costliest operators by device time and by host time (where the remaining time goes).
+
+    python benchmarks/bench_device.py [--quick] [--n N --d D] [--iterations K] [--profile ROWS]
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--d", type=int, default=None)
     ap.add_argument("--iterations", type=int, default=None)
     ap.add_argument("--device", default="cuda", help="the accelerator (cpu: checks this script)")
+    ap.add_argument("--profile", type=int, default=0, metavar="ROWS",
+                    help="print the ROWS costliest operators of a profiled 2-iteration device run")
     args = ap.parse_args(argv)
     import numpy as np
     import torch
@@ -73,7 +78,21 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| {args.device} | {gpu_s:.5f} | **{cpu_s / gpu_s:.1f}x** |")
     print(f"max |x_gpu - x_cpu| after {K} iterations: {diff:.2e}; epsilon GPU "
           f"{gpu.privacy.epsilon:.6g}, CPU {cpu.privacy.epsilon:.6g}")
+    if args.profile:
+        _profile(args.device, V, u, X0, args.profile)
     return 0 if np.isfinite(diff) and diff < 1e-6 else 1
+
+
+def _profile(device: str, V, u, X0, rows: int) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
+    with profile(activities=acts) as prof:
+        _run(device, V, u, X0, 2)
+    table = prof.key_averages()
+    if device.startswith("cuda"):
+        print(table.table(sort_by="self_cuda_time_total", row_limit=rows))
+    print(table.table(sort_by="self_cpu_time_total", row_limit=rows))
 
 
 if __name__ == "__main__":

@@ -33,7 +33,13 @@ One intra-op thread (``torch.set_num_threads(1)``): the ratio measures batching,
 Times are process CPU time per call (robust when other jobs share the cores; wall time printed
 too), the median of ``reps`` calls after two warm-up calls. Exit status 1 when a check fails.
 
-    python benchmarks/bench_neural.py [--quick] [--agents N ...] [--per-agent]
+``--device cuda`` adds the accelerator: the same problem moved there (:meth:`Problem.to`), both
+sides computed there on the same minibatch and held to the same float32-vs-float64 check (a
+device's convolutions round otherwise, so its near-ties are explained the same way), and timed
+by wall clock with the device synchronised (median of ``reps`` after two warm-ups); the table
+gives the device's ms per call and its speed-up over the one-thread CPU vmap.
+
+    python benchmarks/bench_neural.py [--quick] [--agents N ...] [--per-agent] [--device cuda]
 """
 
 from __future__ import annotations
@@ -80,6 +86,23 @@ def _time(fn, reps: int) -> tuple[float, float]:
         cpu.append(time.process_time() - c0)
         wall.append(time.perf_counter() - w0)
     return statistics.median(cpu), statistics.median(wall)
+
+
+def _time_on(device: torch.device, fn, reps: int) -> float:
+    """Median wall seconds of ``fn`` on ``device``, synchronised, after two warm-up calls."""
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    for _ in range(2):
+        fn()
+    sync()
+    out = []
+    for _ in range(reps):
+        w0 = time.perf_counter()
+        fn()
+        sync()
+        out.append(time.perf_counter() - w0)
+    return statistics.median(out)
 
 
 def _data(n: int, m: int = 200) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -265,19 +288,25 @@ def explain(got: dict[str, dict[str, torch.Tensor]], mod32: nn.Module, mod64: nn
     return ok, [f"{', '.join(what)} from float64 along {why}" for why, what in found.items()]
 
 
-def check(n: int, per_agent: bool) -> tuple[Sides, bool]:
-    """Both agreement checks of the module docstring for n agents; prints them; returns the
-    float32 sides (for timing) and whether every agent passed."""
+def check(n: int, per_agent: bool, device: torch.device | None = None
+          ) -> tuple[Sides, Sides | None, bool]:
+    """Both agreement checks of the module docstring for n agents (and the device's float32
+    sides, when a device is given); prints them; returns the float32 sides (for timing) and
+    whether every agent passed."""
     p32, p64 = _problem(n), _problem(n, torch.float64)
     X = p32.default_x0() + 0.01 * torch.randn(n, p32.dim, generator=torch.Generator().manual_seed(1))
     idx = sample_indices(Streams(0), 0, np.arange(n), p32.m, BATCH)
     s32, s64 = Sides(p32, X, idx), Sides(p64, X.double(), idx)
+    on = None if device is None else Sides(p32.to(device), X.to(device), idx.to(device))
     ok, got, suspects = True, {}, set()
-    for (kind, v32, l32), (_, v64, l64) in zip(s32.pairs(), s64.pairs()):
+    for i, ((kind, v32, l32), (_, v64, l64)) in enumerate(zip(s32.pairs(), s64.pairs())):
         ref, ref_loop = v64(), l64()
         got[kind] = {"vmap": v32(), "loop": l32()}
+        if on is not None:
+            _, vd, ld = on.pairs()[i]
+            got[kind] |= {f"vmap@{device.type}": vd().cpu(), f"loop@{device.type}": ld().cpu()}
         d64 = _per_agent(ref, ref_loop)
-        d32 = np.maximum(_per_agent(got[kind]["vmap"], ref), _per_agent(got[kind]["loop"], ref))
+        d32 = np.max([_per_agent(g, ref) for g in got[kind].values()], axis=0)
         bad64, over = np.flatnonzero(d64 > F64_TOL), np.flatnonzero(d32 > F32_TOL)
         ok &= not len(bad64)
         suspects |= set(over.tolist())
@@ -293,17 +322,22 @@ def check(n: int, per_agent: bool) -> tuple[Sides, bool]:
                                 s32.copies[a], s64.copies[a], s32.xb[a], s32.yb[a])
         ok &= passed
         print(f"    agent {a}: " + "; ".join(lines))
-    return s32, ok
+    return s32, on, ok
 
 
 # -- timing ---------------------------------------------------------------------------------
-def bench(sides: Sides, reps: int) -> list[dict]:
+def bench(sides: Sides, on: Sides | None, reps: int) -> list[dict]:
     n, rows = sides.X.shape[0], []
-    for kind, fv, fl in sides.pairs():
+    for i, (kind, fv, fl) in enumerate(sides.pairs()):
         cv, wv = _time(fv, reps)
         cl, wl = _time(fl, reps)
         rows.append({"n": n, "kind": kind, "vmap_ms": 1e3 * cv, "loop_ms": 1e3 * cl,
                      "ratio": cl / cv, "vmap_wall_ms": 1e3 * wv, "loop_wall_ms": 1e3 * wl})
+        if on is not None:
+            _, dv, dl = on.pairs()[i]
+            device = on.X.device
+            rows[-1] |= {"device_vmap_ms": 1e3 * _time_on(device, dv, reps),
+                         "device_loop_ms": 1e3 * _time_on(device, dl, reps)}
     return rows
 
 
@@ -314,7 +348,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--agents", type=int, nargs="+", metavar="N",
                     help=f"numbers of agents (default {AGENTS}, --quick {QUICK_AGENTS})")
     ap.add_argument("--per-agent", action="store_true", help="print every agent's differences")
+    ap.add_argument("--device", default=None,
+                    help="also compute and time both sides on this torch device (cuda, cuda:1)")
     args = ap.parse_args(argv)
+    device = None if args.device is None else torch.device(args.device)
+    if device is not None and device.type == "cuda" and not torch.cuda.is_available():
+        print("bench_neural: no CUDA device on this machine: --device skipped")
+        device = None
+    if device is not None and device.type == "cuda":
+        # the loop's convolutions in IEEE float32 too, as dpnet's gradient calls hold them
+        # (FlatModule.in_float32): the two sides compare at one precision
+        torch.backends.cudnn.allow_tf32 = False
     torch.set_num_threads(1)
     reps = 3 if args.quick else 5
     sizes = args.agents or (QUICK_AGENTS if args.quick else AGENTS)
@@ -322,15 +366,24 @@ def main(argv: list[str] | None = None) -> int:
           f"batch {BATCH}, 1 thread, CPU ms per call for all agents (median of {reps})")
     rows, ok = [], True
     for n in sizes:
-        sides, passed = check(n, args.per_agent)
+        sides, on, passed = check(n, args.per_agent, device)
         ok &= passed
-        rows += bench(sides, reps)
+        rows += bench(sides, on, reps)
     print(f"{'n':>4} {'kind':>8} {'vmap ms':>9} {'loop ms':>9} {'loop/vmap':>10} "
           f"{'vmap wall':>10} {'loop wall':>10}")
     for r in rows:
         print(f"{r['n']:>4} {r['kind']:>8} {r['vmap_ms']:>9.1f} {r['loop_ms']:>9.1f} "
               f"{r['ratio']:>10.2f} {r['vmap_wall_ms']:>10.1f} {r['loop_wall_ms']:>10.1f}")
     print("loop/vmap > 1: the single vmap'd call is faster than the per-agent loop")
+    if device is not None:
+        name = torch.cuda.get_device_name(device) if device.type == "cuda" else str(device)
+        print(f"on {name}: wall ms per call, synchronised (median of {reps})")
+        print(f"{'n':>4} {'kind':>8} {'vmap ms':>9} {'loop ms':>9} {'loop/vmap':>10} "
+              f"{'CPU vmap/device vmap':>21}")
+        for r in rows:
+            print(f"{r['n']:>4} {r['kind']:>8} {r['device_vmap_ms']:>9.2f} "
+                  f"{r['device_loop_ms']:>9.2f} {r['device_loop_ms'] / r['device_vmap_ms']:>10.2f} "
+                  f"{r['vmap_ms'] / r['device_vmap_ms']:>21.1f}")
     print("agreement: " + ("every agent passed" if ok else "FAILED (see above)"))
     return 0 if ok else 1
 
