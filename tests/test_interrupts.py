@@ -15,10 +15,11 @@ import pytest
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(),
                                 reason="reads worker processes from /proc (Linux)")
 
-#: points of a few seconds each, so that a signal lands while they compute
+#: points of many seconds each on any machine (an H200 host finished 60,000 iterations' points
+#: within the second the test waits), so that the signal lands while they compute
 CONFIG = """
-iterations = 60000
-log_every = 60000
+iterations = {iterations}
+log_every = {iterations}
 [graph]
 name = "ring"
 n = 4
@@ -54,7 +55,7 @@ def _alive(pid: int) -> bool:
 
 
 def _start(tmp_path: Path, seeds: str = "0-3") -> tuple[subprocess.Popen, list[int]]:
-    (tmp_path / "c.toml").write_text(CONFIG)
+    (tmp_path / "c.toml").write_text(CONFIG.format(iterations=1_000_000))
     env = {**os.environ, "DPNET_RUNS": str(tmp_path / "runs")}
     proc = subprocess.Popen([sys.executable, "-c", CLI, "sweep", str(tmp_path / "c.toml"),
                              "--seeds", seeds, "--jobs", "2", "--out", str(tmp_path / "sw"),
@@ -90,7 +91,8 @@ def test_ctrl_c_stops_the_sweep_with_one_line_and_it_resumes(tmp_path):
     assert not list((tmp_path / "runs").glob("*.json"))
     assert not list((tmp_path / "runs").glob("*.tmp"))
     env = {**os.environ, "DPNET_RUNS": str(tmp_path / "runs")}
-    again = subprocess.run([sys.executable, "-c", CLI, "sweep", str(tmp_path / "c.toml"),
+    (tmp_path / "short.toml").write_text(CONFIG.format(iterations=20_000))   # same store, out
+    again = subprocess.run([sys.executable, "-c", CLI, "sweep", str(tmp_path / "short.toml"),
                             "--seeds", "0-1", "--jobs", "2", "--out", str(tmp_path / "sw"),
                             "--quiet"], env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr

@@ -3,14 +3,19 @@ accountant (hand-computed), the dp-accounting accounts, and calibration that nev
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import numpy as np
+
 from dpnet.errors import ParameterError
 from dpnet.privacy import huo
+from dpnet.privacy.assumptions import Assumptions
+from dpnet.problems import Clip
 
 LN = math.log(1.25 / 1e-5)
 
@@ -106,22 +111,96 @@ def test_proof_calibration_never_overshoots(eps, p, ratio, q, T, delta):
 def test_dp_accounting_accounts():
     m = huo.DOADPStep(G=1.0, k=30, d=100, p=0.8, q=200, T=400)
     sigma = 1.5
-    rdp = huo.dp_accounting_epsilon(sigma, 1e-5, m, "rdp")
-    pld = huo.dp_accounting_epsilon(sigma, 1e-5, m, "pld")
+    rdp = huo.dp_accounting_epsilon(sigma, 1e-5, m, "rdp", activation="hidden")
+    pld = huo.dp_accounting_epsilon(sigma, 1e-5, m, "pld", activation="hidden")
     assert 0 < pld <= rdp * 1.02                       # PLD is the tighter of the two
-    visible = huo.dp_accounting_epsilon(sigma, 1e-5, m, "rdp", activation="visible")
-    full = huo.dp_accounting_epsilon(sigma, 1e-5, m, "rdp", sensitivity="full")
+    visible = huo.dp_accounting_epsilon(sigma, 1e-5, m, "rdp")
+    assert visible == huo.dp_accounting_epsilon(sigma, 1e-5, m, "rdp", activation="visible")
+    full = huo.dp_accounting_epsilon(sigma, 1e-5, m, "rdp", activation="hidden",
+                                     sensitivity="full")
     assert visible > rdp and full > rdp
-    assert huo.dp_accounting_epsilon(2 * sigma, 1e-5, m, "rdp") < rdp
+    assert huo.dp_accounting_epsilon(2 * sigma, 1e-5, m, "rdp") < visible
     # p = 1: activation visible or hidden is the same mechanism
     m1 = huo.DOADPStep(G=1.0, k=30, d=100, p=1.0, q=200, T=400)
-    assert huo.dp_accounting_epsilon(sigma, 1e-5, m1, "rdp", activation="visible") == \
-        pytest.approx(huo.dp_accounting_epsilon(sigma, 1e-5, m1, "rdp"), rel=1e-9)
+    for method in ("rdp", "pld"):
+        assert huo.dp_accounting_epsilon(sigma, 1e-5, m1, method) == pytest.approx(
+            huo.dp_accounting_epsilon(sigma, 1e-5, m1, method, activation="hidden"), rel=1e-9)
     s = huo.calibrate_sigma(0.5, m, "rdp", delta=1e-5, rel_tol=1e-2)
     assert huo.dp_accounting_epsilon(s, 1e-5, m, "rdp") <= 0.5
     assert huo.dp_accounting_epsilon(s * 0.97, 1e-5, m, "rdp") > 0.5
-    with pytest.raises(ParameterError):
-        huo.dp_accounting_epsilon(sigma, 1e-5, m, "pld", activation="visible")
+
+
+# The issue-25 case: n = 10, q = 1000, B = 10, G = 1, sigma = 0.2 (noise multiplier 1 at the
+# replace-one sensitivity 2G/B), T = 500, delta = 1e-5. Hidden activation (the paper's Lemma 4)
+# reports 0.233 at p = 0.2 and 0.633 at p = 0.5; an independent check gave about 0.72 and 0.995
+# with the activation public, as it is (an inactive agent sends nothing).
+@pytest.mark.parametrize("p, hidden, visible", [(0.2, 0.2333, 0.72), (0.5, 0.6329, 0.995)])
+def test_visible_activation_is_the_default_and_charges_what_the_eavesdropper_sees(p, hidden,
+                                                                                   visible):
+    m = huo.DOADPStep(G=1.0, k=10, d=10, p=p, q=1000, T=500, batch_size=10)
+    got_hidden = huo.dp_accounting_epsilon(0.2, 1e-5, m, "pld", activation="hidden")
+    got = huo.dp_accounting_epsilon(0.2, 1e-5, m, "pld")
+    assert got_hidden == pytest.approx(hidden, abs=5e-4)
+    assert visible <= got <= visible * 1.01              # an upper bound, and close
+    always = huo.dp_accounting_epsilon(0.2, 1e-5, dataclasses.replace(m, p=1.0), "pld")
+    assert got_hidden < got < always                     # silent steps help, less than hidden
+    assert got <= huo.dp_accounting_epsilon(0.2, 1e-5, m, "rdp")     # PLD tighter than RDP
+
+
+def test_visible_pld_equals_the_enumerated_binomial_mixture():
+    # a direct numerical computation of the public-count mixture: every N = 0..T with its own
+    # Binomial weight and its own N-fold PLD, delta(eps) = sum_N P(N) delta_N(eps) (N = 0:
+    # nothing released), epsilon by bisection; the binned account must not be below it
+    from dp_accounting.pld import privacy_loss_distribution as pld_mod
+    from scipy import stats
+
+    T, p, z, g, delta = 40, 0.3, 0.8, 0.05, 1e-5
+    m = huo.DOADPStep(G=1.0, k=4, d=4, p=p, q=200, T=T, batch_size=10)   # 2G/B = 0.2, B/q = g
+    step = pld_mod.from_gaussian_mechanism(z, sampling_prob=g, value_discretization_interval=1e-4)
+    plds = [None] + [step.self_compose(N) for N in range(1, T + 1)]
+    w = stats.binom.pmf(np.arange(T + 1), T, p)
+
+    def profile(eps):
+        return sum(w[N] * plds[N].get_delta_for_epsilon(eps) for N in range(1, T + 1))
+
+    lo, hi = 0.0, plds[T].get_epsilon_for_delta(delta)
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if profile(mid) <= delta else (mid, hi)
+    got = huo.dp_accounting_epsilon(z * 0.2, delta, m, "pld", sensitivity="full")
+    assert hi * (1 - 1e-3) <= got <= hi * 1.05
+
+
+def test_doadp_and_dpdda_accountants_default_to_visible_activation():
+    from dpnet import algorithms, graphs
+    from dpnet.problems import LogisticRegression
+
+    rng = np.random.default_rng(0)
+    problem = LogisticRegression(rng.standard_normal((4, 50, 3)), rng.choice([-1.0, 1.0], (4, 50)))
+    ring = graphs.ring(4)
+    for alg in (algorithms.DOADP(0.1, 0.5, 0.5, sigma=2.0, p=0.5, clip=Clip(1.0, "coordinate"),
+                                 batch_size=5),
+                algorithms.DPDDA(1.0, sigma=2.0, p=0.5, clip=Clip(1.0, "l2"), batch_size=5)):
+        for acc in ("rdp", "pld"):
+            default = alg.privacy(problem, ring, 60, accountant=acc, delta=1e-5)
+            visible = alg.privacy(problem, ring, 60, accountant=acc, delta=1e-5,
+                                  activation="visible")
+            hidden = alg.privacy(problem, ring, 60, accountant=acc, delta=1e-5,
+                                 activation="hidden")
+            assert default.epsilon == visible.epsilon > hidden.epsilon
+            assert any("under-reports" in n for n in hidden.notes)
+        # the paper's own account under visible activation: evaluated at p = 1
+        proof = alg.privacy(problem, ring, 60, accountant="proof", delta=1e-5, delta0=1e-8)
+        at_one = type(alg).__new__(type(alg))
+        at_one.__dict__.update(alg.__dict__, p=1.0)
+        assert proof.epsilon == at_one.privacy(problem, ring, 60, accountant="proof",
+                                               delta=1e-5, delta0=1e-8).epsilon
+        assert proof.epsilon > alg.privacy(problem, ring, 60, accountant="proof", delta=1e-5,
+                                           delta0=1e-8, activation="hidden").epsilon
+        assert any("p = 1" in n for n in proof.notes)
+        # what generic accountants read: every step charged, each record used at rate B/q
+        [(_, mech)] = alg.mechanism(problem, ring, 60, Assumptions())
+        assert mech.releases[0].sampling == 5 / 50
 
 
 def test_guarantee_objects():

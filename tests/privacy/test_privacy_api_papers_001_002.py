@@ -215,18 +215,18 @@ def test_registered_accountants_and_defaults(name):
 def test_doadp_class_accountants_shadow_the_generic_ones_and_keep_their_options():
     table = accountants.available(DOADP(0.1, 0.1, 0.1, sigma=1.0))
     assert not table["rdp"].generic and not table["pld"].generic and table["laplace"].generic
-    assert table["theorem1"].options == ("delta0", "sensitivity")
-    assert table["proof"].options == ("delta0", "sensitivity", "amplification")
+    assert table["theorem1"].options == ("delta0", "sensitivity", "activation")
+    assert table["proof"].options == ("delta0", "sensitivity", "amplification", "activation")
     assert table["rdp"].options == ("sensitivity", "activation")
     assert table["pld"].options == ("sensitivity", "activation", "pld_discretization")
     dpdda = accountants.available(DPDDA(1.0, sigma=1.0))
-    assert dpdda["proof"].options == ("delta0", "amplification")
+    assert dpdda["proof"].options == ("delta0", "amplification", "activation")
 
 
 def test_an_option_of_another_accountant_is_refused_by_name():
     alg = SETUPS["doadp"][0](5.0)
-    with pytest.raises(UnknownNameError, match="activation"):
-        alg.privacy(RECORDS, RING, 12, accountant="theorem1", activation="visible")
+    with pytest.raises(UnknownNameError, match="amplification"):
+        alg.privacy(RECORDS, RING, 12, accountant="theorem1", amplification="exact")
     with pytest.raises(UnknownNameError, match="delta0"):
         alg.privacy(RECORDS, RING, 12, accountant="rdp", delta0=1e-5)
     with pytest.raises(UnknownNameError, match="variant"):

@@ -139,13 +139,16 @@ class DOADP(Algorithm):
         """Per step t = 1..T: the minibatch mean of clipped gradients plus ``N(0, sigma^2 I_d)``,
         l2 sensitivity ``2G/B`` (all d coordinates: every noisy coordinate reaches the state
         through the momentum, the default ``sensitivity="full"``), each record used with
-        probability ``pB/q`` (activation and sampling without replacement; replace-one
+        probability ``B/q`` at every step (sampling without replacement under replace-one
         adjacency, dominated by the Poisson-subsampled Gaussian: :mod:`dpnet.privacy.huo`,
-        account 3, ``activation="hidden"``)."""
+        account 3). The activation is visible (an inactive agent sends nothing), so it is not
+        counted as subsampling: charging all T steps bounds the public Binomial number of
+        active ones."""
         m = self.huo_mechanism(problem, iterations, assumptions.gradient_bound)
         n = graph.n if graph is not None else problem.n_agents
         release = Releases("g + theta (momentum, then Top-k of the state)", "gaussian",
-                           m.sensitivity("full"), np.full(m.T, self.sigma), m.sampling)
+                           m.sensitivity("full"), np.full(m.T, self.sigma),
+                           m.batch_size / m.q)
         return [(np.arange(n), Mechanism(
             (release,), "record", m.T, "paper 001: Lemma 1 with eq. (6) for k = d, sampling "
             "p B / q (Lemma 4)", notes=(huo_notes(m),)))]
@@ -154,21 +157,46 @@ class DOADP(Algorithm):
 def huo_notes(m: huo.DOADPStep) -> str:
     return (f"G = {m.G:g}, q = {m.q} records per agent, batch {m.batch_size}, p = {m.p:g}; "
             "sampling without replacement under replace-one adjacency accounted as Poisson "
-            "subsampling (a dominating pair, Zhu, Dong & Wang 2022); activation counted as "
-            "subsampling (hidden)")
+            "subsampling (a dominating pair, Zhu, Dong & Wang 2022); activation visible (who "
+            "sends is public), so every step is charged")
+
+
+ACTIVATIONS = ("visible", "hidden")
 
 
 def huo_account(alg, problem, graph, iterations, assumptions, accountant: str,
                 delta0: float = 1e-5, sensitivity: str | None = None,
-                **kw: Any) -> PrivacyGuarantee:
+                activation: str = "visible", **kw: Any) -> PrivacyGuarantee:
     """The guarantee of a paper-001 Gaussian mechanism (DO-ADP, or DP-DDA with
     ``sensitivity=None``) by one of :mod:`dpnet.privacy.huo`'s accountants; ``delta`` is the
-    assumptions' (the proof's and the dp-accounting ones; Theorem 1 reports its own delta)."""
+    assumptions' (the proof's and the dp-accounting ones; Theorem 1 reports its own delta).
+
+    ``activation``: ``"visible"`` (default, sound): an inactive DO-ADP agent sends nothing and
+    an inactive DP-DDA agent's innovation is exactly zero, so the eavesdropper sees who is
+    active; the paper's own accounts (Theorem 1, its proof) are then evaluated at p = 1 (the
+    silent steps are public and only remove releases), dp-accounting's RDP and PLD compose the
+    Binomial mixture of active steps. ``"hidden"``: the paper's Lemma 4, activation counted as
+    subsampling, which under-reports epsilon for p < 1 against that eavesdropper (at n = 10,
+    q = 1000, B = 10, G = 1, sigma = 0.2, T = 500: PLD 0.233 against 0.72 at p = 0.2)."""
     if alg.sigma == 0:
         label = {"doadp": "DO-ADP", "dp_dda": "DP-DDA"}.get(alg.name, alg.name)
         return PrivacyGuarantee.none(f"{label} with sigma = 0 adds no noise", iterations)
     require(iterations is not None, "iterations", iterations, "a finite horizon T")
+    require(activation in ACTIVATIONS, "activation", activation, f"one of {ACTIVATIONS}")
     mech = alg.huo_mechanism(problem, iterations, assumptions.gradient_bound)
+    activation_note = None
+    if mech.p < 1:
+        if activation == "hidden":
+            activation_note = ("activation hidden (the paper's Lemma 4): counted as subsampling, "
+                               "p B / q; inactive agents send nothing, so an eavesdropper who "
+                               "sees every message sees who is active and this under-reports")
+        elif accountant in ("theorem1", "proof"):
+            mech = dataclasses.replace(mech, p=1.0)
+            activation_note = (f"activation visible (who sends is public): the paper's account "
+                               f"is evaluated at p = 1, the silent steps (p = {alg.p:g}) "
+                               "only removing releases")
+    if accountant in ("rdp", "pld"):
+        kw["activation"] = activation
     sparse = False
     if sensitivity is not None:
         require(sensitivity in ("full", "topk"), "sensitivity", sensitivity, "'full' or 'topk'")
@@ -185,6 +213,8 @@ def huo_account(alg, problem, graph, iterations, assumptions, accountant: str,
                 "sensitivity: eq. (6)'s Top-k 2G sqrt(k/d)/B as in the paper; an audit finds "
                 "it exceeded (dpnet audit doadp-top1): use sensitivity='full' for a bound")
         g = dataclasses.replace(g, notes=(*g.notes, note))
+    if activation_note is not None:
+        g = dataclasses.replace(g, notes=(*g.notes, activation_note))
     n = graph.n if graph is not None else problem.n_agents
     return dataclasses.replace(g, per_agent=(g.epsilon,) * n)
 
@@ -196,40 +226,42 @@ def huo_account(alg, problem, graph, iterations, assumptions, accountant: str,
 
 @accountants.register(DOADP, "theorem1")
 def theorem1_accountant(alg, problem, graph, iterations, assumptions, delta0: float = 1e-5,
-                        sensitivity: str = "full"):
+                        sensitivity: str = "full", activation: str = "visible"):
     """Theorem 1 of paper 001: eq. (7) solved for epsilon (raises when another hypothesis fails;
-    delta: the proof's construction); options delta0, sensitivity ("full" | "topk")."""
+    delta: the proof's construction); options delta0, sensitivity ("full" | "topk"),
+    activation ("visible" | "hidden")."""
     return huo_account(alg, problem, graph, iterations, assumptions, "theorem1", delta0,
-                       sensitivity)
+                       sensitivity, activation)
 
 
 @accountants.register(DOADP, "proof")
 def proof_accountant(alg, problem, graph, iterations, assumptions, delta0: float = 1e-5,
-                     sensitivity: str = "full", amplification: str = "exact"):
+                     sensitivity: str = "full", amplification: str = "exact",
+                     activation: str = "visible"):
     """The step-by-step accountant of Theorem 1's proof (Lemmas 1, 4, 5), at the assumptions'
-    delta (none: delta_hat = sqrt(S)); options delta0, sensitivity, amplification."""
+    delta (none: delta_hat = sqrt(S)); options delta0, sensitivity, amplification, activation."""
     return huo_account(alg, problem, graph, iterations, assumptions, "proof", delta0,
-                       sensitivity, amplification=amplification)
+                       sensitivity, activation, amplification=amplification)
 
 
 @accountants.register(DOADP, "rdp")
 def rdp_accountant(alg, problem, graph, iterations, assumptions, sensitivity: str = "full",
-                   activation: str = "hidden"):
+                   activation: str = "visible"):
     """dp-accounting RDP over T subsampled Gaussian steps (orders to 16384), epsilon at the
-    assumptions' delta (given: none is assumed); options sensitivity, activation ("hidden" | "visible")."""
-    return huo_account(alg, problem, graph, iterations, assumptions, "rdp",
-                       sensitivity=sensitivity, activation=activation)
+    assumptions' delta (given: none is assumed); options sensitivity, activation ("visible" |
+    "hidden")."""
+    return huo_account(alg, problem, graph, iterations, assumptions, "rdp", 1e-5, sensitivity,
+                       activation)
 
 
 @accountants.register(DOADP, "pld")
 def pld_accountant(alg, problem, graph, iterations, assumptions, sensitivity: str = "full",
-                   activation: str = "hidden", pld_discretization: float | None = None):
+                   activation: str = "visible", pld_discretization: float | None = None):
     """dp-accounting PLD over T subsampled Gaussian steps (adaptive pessimistic discretisation),
     epsilon at the assumptions' delta (given: none is assumed); options sensitivity, activation,
     pld_discretization."""
-    return huo_account(alg, problem, graph, iterations, assumptions, "pld",
-                       sensitivity=sensitivity, activation=activation,
-                       pld_discretization=pld_discretization)
+    return huo_account(alg, problem, graph, iterations, assumptions, "pld", 1e-5, sensitivity,
+                       activation, pld_discretization=pld_discretization)
 
 
 @register

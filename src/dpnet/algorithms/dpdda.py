@@ -117,48 +117,52 @@ class DPDDA(BoxConstrained, Algorithm):
     def mechanism(self, problem, graph, iterations, assumptions):
         """Per step t = 1..T: the clipped minibatch gradient plus ``N(0, sigma^2 I_d)`` added to
         z (every node sends z), l2 sensitivity ``2G/B``, each record used with probability
-        ``pB/q`` (node sampling and data sampling; as DO-ADP's with k = d)."""
+        ``B/q`` at every step (as DO-ADP's with k = d; an inactive node's innovation is exactly
+        zero, so the node sampling is visible and every step is charged)."""
         m = self.huo_mechanism(problem, iterations, assumptions.gradient_bound)
         n = graph.n if graph is not None else problem.n_agents
         release = Releases("g + nu (added to the dual z)", "gaussian", m.sensitivity("full"),
-                           np.full(m.T, self.sigma), m.sampling)
+                           np.full(m.T, self.sigma), m.batch_size / m.q)
         return [(np.arange(n), Mechanism(
             (release,), "record", m.T, "paper 001's mechanism with k = d (Lemma 1, Lemma 4)",
             notes=(huo_notes(m),)))]
 
 
-def _dpdda(alg, problem, graph, iterations, assumptions, accountant, delta0=1e-5, **kw):
-    g = huo_account(alg, problem, graph, iterations, assumptions, accountant, delta0, **kw)
+def _dpdda(alg, problem, graph, iterations, assumptions, accountant, delta0=1e-5,
+           activation="visible", **kw):
+    g = huo_account(alg, problem, graph, iterations, assumptions, accountant, delta0,
+                    activation=activation, **kw)
     if not g.is_private:
         return g
     return dataclasses.replace(g, theorem=g.theorem + ", applied to DP-DDA's mechanism (k = d)")
 
 
 @accountants.register(DPDDA, "theorem1")
-def theorem1_accountant(alg, problem, graph, iterations, assumptions, delta0: float = 1e-5):
-    """Huo et al.'s Theorem 1 (eq. (7)) with k = d (raises when a hypothesis fails); option
-    delta0."""
-    return _dpdda(alg, problem, graph, iterations, assumptions, "theorem1", delta0)
+def theorem1_accountant(alg, problem, graph, iterations, assumptions, delta0: float = 1e-5,
+                        activation: str = "visible"):
+    """Huo et al.'s Theorem 1 (eq. (7)) with k = d (raises when a hypothesis fails); options
+    delta0, activation ("visible" | "hidden")."""
+    return _dpdda(alg, problem, graph, iterations, assumptions, "theorem1", delta0, activation)
 
 
 @accountants.register(DPDDA, "proof")
 def proof_accountant(alg, problem, graph, iterations, assumptions, delta0: float = 1e-5,
-                     amplification: str = "exact"):
+                     amplification: str = "exact", activation: str = "visible"):
     """The step-by-step accountant of Huo et al.'s proof (Lemmas 1, 4, 5) with k = d, at the
-    assumptions' delta; options delta0, amplification."""
-    return _dpdda(alg, problem, graph, iterations, assumptions, "proof", delta0,
+    assumptions' delta; options delta0, amplification, activation."""
+    return _dpdda(alg, problem, graph, iterations, assumptions, "proof", delta0, activation,
                   amplification=amplification)
 
 
 @accountants.register(DPDDA, "rdp")
-def rdp_accountant(alg, problem, graph, iterations, assumptions, activation: str = "hidden"):
+def rdp_accountant(alg, problem, graph, iterations, assumptions, activation: str = "visible"):
     """dp-accounting RDP over T subsampled Gaussian steps at the assumptions' delta (given: none
     is assumed); option activation."""
     return _dpdda(alg, problem, graph, iterations, assumptions, "rdp", activation=activation)
 
 
 @accountants.register(DPDDA, "pld")
-def pld_accountant(alg, problem, graph, iterations, assumptions, activation: str = "hidden",
+def pld_accountant(alg, problem, graph, iterations, assumptions, activation: str = "visible",
                    pld_discretization: float | None = None):
     """dp-accounting PLD over T subsampled Gaussian steps at the assumptions' delta (given: none
     is assumed); options activation, pld_discretization."""

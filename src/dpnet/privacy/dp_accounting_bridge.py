@@ -88,3 +88,38 @@ def pld_epsilon(event, delta: float, interval: float) -> float:
     acc = PLDAccountant(value_discretization_interval=interval)
     acc.compose(event)
     return float(acc.get_epsilon(delta))
+
+
+def pld_epsilon_public_count(noise_multiplier: float, sampling_prob: float, counts: np.ndarray,
+                             weights: np.ndarray, tail: float, delta: float,
+                             interval: float) -> float:
+    """Epsilon at ``delta`` of a Poisson-subsampled Gaussian step (add/remove pair) composed N
+    times, N drawn from a *public*, data-independent law: ``counts`` ascending, ``weights[j]``
+    the probability that N lies in ``(counts[j-1], counts[j]]`` (the first bin starting at 0),
+    ``tail`` the probability that N exceeds ``counts[-1]``.
+
+    The observer sees N (which steps released something), so the outcomes of different N are
+    disjoint and the privacy loss distribution is the mixture of the N-fold ones, in each
+    direction: ``delta(eps) = sum_N P(N) delta_N(eps)``. ``delta_N`` grows with N (more
+    releases), so charging each bin its largest N, and the tail delta = 1, bounds it from
+    above: ``delta(eps) <= tail + (1 - tail) delta_mix(eps)``. PLDs on a pessimistic grid of
+    ``interval``."""
+    from dp_accounting.pld import privacy_loss_distribution as pld_mod
+
+    counts, weights = np.asarray(counts), np.asarray(weights, dtype=float)
+    if not (np.all(np.diff(counts) > 0) and counts[0] >= 1 and len(counts) == len(weights)):
+        raise ValueError("counts must be ascending integers >= 1, one weight each")
+    if tail >= delta:
+        return math.inf
+    step = pld_mod.from_gaussian_mechanism(noise_multiplier, sampling_prob=sampling_prob,
+                                           value_discretization_interval=interval)
+    pld, done, mix, mass = None, 0, None, 0.0
+    for c, w in zip(counts.tolist(), weights.tolist()):
+        more = step.self_compose(c - done) if c - done > 1 else step
+        pld, done = (more if pld is None else pld.compose(more)), c
+        if w > 0:
+            mix = pld if mix is None else mix.compute_mixture(pld, mass / (mass + w))
+            mass += w
+    if mix is None:
+        return 0.0
+    return float(mix.get_epsilon_for_delta((delta - tail) / (1.0 - tail)))

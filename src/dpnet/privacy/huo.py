@@ -251,7 +251,7 @@ def delta_hat_for(delta: float, delta0: float, mech: DOADPStep) -> float:
 # ---- dp-accounting -----------------------------------------------------------------------------
 
 def dp_accounting_epsilon(sigma: float, delta: float, mech: DOADPStep, method: str = "rdp",
-                          activation: str = "hidden", sensitivity: str = "topk",
+                          activation: str = "visible", sensitivity: str = "topk",
                           pld_discretization: float | None = None) -> float:
     """Epsilon at ``delta`` of T compositions of the subsampled Gaussian step (module
     docstring, account 3) by dp-accounting's RDP or PLD accountant. The PLD's pessimistic
@@ -279,10 +279,9 @@ def dp_accounting_epsilon(sigma: float, delta: float, mech: DOADPStep, method: s
                 return new
             eps, disc = new, max(new / 1000, 1e-8)
         return eps
-    if method == "pld":
-        raise ParameterError("method", method, "'rdp' with activation='visible' (the public "
-                             "activation mixture is implemented for the RDP accountant only)")
     g = mech.batch_size / mech.q
+    if method == "pld":
+        return _visible_pld_epsilon(z, g, mech, delta, pld_discretization)
 
     def total_visible(orders):
         base = bridge.rdp_curve(dpa.PoissonSampledDpEvent(g, dpa.GaussianDpEvent(z)), orders)
@@ -291,6 +290,45 @@ def dp_accounting_epsilon(sigma: float, delta: float, mech: DOADPStep, method: s
         return mech.T * np.where(np.isfinite(mixed), mixed, base)  # overflow: no gain
 
     return bridge.rdp_epsilon_of_curve(total_visible, delta)
+
+
+#: bins of the number of active steps in the visible-activation PLD account
+VISIBLE_BINS = 24
+
+
+def active_step_bins(T: int, p: float, tail: float) -> tuple[np.ndarray, np.ndarray, float]:
+    """``(counts, weights, tail_mass)`` of N ~ Binomial(T, p) active steps for
+    :func:`dp_accounting_bridge.pld_epsilon_public_count`: at most :data:`VISIBLE_BINS` bins up to
+    the count whose upper tail is below ``tail``; each bin is charged its largest count."""
+    from scipy import stats
+
+    top = int(stats.binom.isf(tail, T, p)) + 1 if p < 1 else T
+    top = min(max(top, 1), T)
+    low = int(stats.binom.ppf(1e-12, T, p)) if p < 1 else T
+    counts = np.unique(np.linspace(max(low, 1), top, VISIBLE_BINS).round().astype(int))
+    cdf = stats.binom.cdf(counts, T, p)
+    weights = np.diff(np.concatenate([[0.0], cdf]))
+    return counts, weights, float(stats.binom.sf(counts[-1], T, p))
+
+
+def _visible_pld_epsilon(z: float, g: float, mech: DOADPStep, delta: float,
+                         interval: float | None) -> float:
+    """PLD epsilon with the activation public: N ~ Binomial(T, p) steps release the data-
+    subsampled Gaussian (rate g = B/q), the others nothing; the profile is the Binomial mixture
+    of the N-fold compositions (:func:`dp_accounting_bridge.pld_epsilon_public_count`)."""
+    if mech.p == 1:
+        event = bridge.events().SelfComposedDpEvent(
+            bridge.events().PoissonSampledDpEvent(g, bridge.events().GaussianDpEvent(z)), mech.T)
+        return bridge.pld_epsilon(event, delta, interval or 1e-4)
+    counts, weights, tail = active_step_bins(mech.T, mech.p, delta * 1e-3)
+    eps = math.inf
+    disc = interval or 1e-4
+    for _ in range(1 if interval is not None else 3):
+        new = bridge.pld_epsilon_public_count(z, g, counts, weights, tail, delta, disc)
+        if interval is not None or not math.isfinite(new) or disc <= new / 1000:
+            return new
+        eps, disc = new, max(new / 1000, 1e-8)
+    return eps
 
 
 # ---- calibration and the guarantee -------------------------------------------------------------
@@ -381,7 +419,7 @@ def guarantee(sigma: float, mech: DOADPStep, accountant: str = "theorem1", delta
             f"{accountant!r}, e.g. delta=1e-5 (none is assumed)")
     dl = delta
     eps = dp_accounting_epsilon(sigma, dl, m, accountant, **kw)
-    act = kw.get("activation", "hidden")
+    act = kw.get("activation", "visible")
     return PrivacyGuarantee(eps, dl, (eps,), m.T,
                             f"subsampled Gaussian composed {m.T} times, dp-accounting "
                             f"{accountant.upper()} (activation {act}, sensitivity "

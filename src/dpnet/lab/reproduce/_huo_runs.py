@@ -53,8 +53,11 @@ def doadp_sigma(epsilon: float, mech: huo.DOADPStep, accountant: str = "theorem1
     accountant (delta_hat = sqrt(S)) certifies; ``"proof"``: that accountant at DELTA;
     ``"pld"``/``"rdp"``: dp-accounting at DELTA; ``"(7)"``: the formula whatever its other
     hypotheses."""
+    # the paper's protocol counts the activation as subsampling (Lemma 4): reproduced as is,
+    # though an eavesdropper sees who is active (dpnet's accountants default to "visible")
     if accountant in ("pld", "rdp"):
-        return (huo.calibrate_sigma(epsilon, mech, accountant, delta=DELTA, rel_tol=1e-3),
+        return (huo.calibrate_sigma(epsilon, mech, accountant, delta=DELTA, rel_tol=1e-3,
+                                    activation="hidden"),
                 f"{accountant.upper()} accountant at delta = {DELTA:g}")
     if accountant == "(7)":
         return huo.theorem1_sigma(epsilon, delta0, mech), "formula (7) (outside Theorem 1)"
@@ -175,8 +178,10 @@ def cnn_run(rate: str, epsilon: float | None, G: float, clipped: bool, epochs: f
            "k": k, "d": d, "q": q}
     nan = float("nan")
     tight = sigma > 0 and accountant != "proof"        # the quick variant skips these
-    out["pld_eps"] = huo.dp_accounting_epsilon(sigma, DELTA, mech, "pld") if tight else nan
+    out["pld_eps"] = (huo.dp_accounting_epsilon(sigma, DELTA, mech, "pld", activation="hidden")
+                      if tight else nan)
     out["pld_eps_all_d"] = (huo.dp_accounting_epsilon(sigma, DELTA, mech, "pld",
-                                                      sensitivity="full") if tight else nan)
+                                                      activation="hidden", sensitivity="full")
+                            if tight else nan)
     out["theorem1_eps"] = huo.theorem1_epsilon(sigma, CNN_DELTA0, mech) if sigma > 0 else nan
     return out
