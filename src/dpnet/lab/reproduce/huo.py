@@ -193,8 +193,8 @@ def _noise_table(t: Table, quick: bool):
                      "k/d": f"{mech.k}/{mech.d}", "sigma": x["sigma"], "from": x["sigma_from"],
                      "walk (G)": x["walk"], **dict(zip(("final", "s.e."), _mean(same))),
                      "proof (eps, delta)": f"({acc.epsilon:.3g}, {acc.delta:.2g})",
-                     "PLD eps": nan if quick else huo.dp_accounting_epsilon(x["sigma"], DELTA,
-                                                                            mech, "pld"),
+                     "PLD eps": nan if quick else huo.dp_accounting_epsilon(
+                         x["sigma"], DELTA, mech, "pld", activation="hidden"),   # the paper's
                      "PLD sigma": nan if quick else doadp_sigma(x["epsilon"], mech, "pld")[0]})
     return NOISE_CAPTION(), rows
 
