@@ -6,11 +6,10 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import numpy as np
 
 from dpnet.errors import ParameterError
 from dpnet.privacy import huo
