@@ -169,7 +169,7 @@ def test_kang_epsilon_properties():
     alg = KangWDDP(0.1, 0.5, 10)
     pg = alg.privacy(_logistic(m=40), server_graph(4), iterations=20, gradient_bound=1.0,
                      delta=1e-5)
-    assert pg.epsilon == pytest.approx(kang.epsilon(0.5, 1.0, 10, 40, 20, 1e-5))
+    assert pg.epsilon == pytest.approx(kang.epsilon(0.5, 2.0, 10, 40, 20, 1e-5))   # C = 2G
     assert pg.delta == 1e-5
 
 
@@ -193,7 +193,7 @@ def test_coupled_baselines_privacy_by_hand():
     g = graphs.ring(4)                             # Metropolis: every off-diagonal row sums 2/3
     alg = WangBasarTernary(0.2, 0.0, 0.5, 0.0, batch=4, a=1.0, b=1.5)
     pg = alg.privacy(p, g, iterations=3, gradient_bound=1.0)
-    c1m = 2.0 / 4                                  # sqrt(4) * 1 / m
+    c1m = 2.0 * 2.0 / 4                            # sqrt(4) * C / m, C = 2G = 2
     d1 = 0.2 * c1m
     d2 = (1 - 0.5 * 2 / 3) * d1 + 0.2 * c1m
     assert pg.epsilon == pytest.approx((0 + d1 + d2) / 0.5)

@@ -77,7 +77,7 @@ def test_guarantee_max_over_agents_and_algorithm_privacy():
     problem = problems.Quadratic.random(n_agents=5, dim=4, seed=0)
     alg = DirectedDPGT(0.1, 0.01, 0.1, batch=55, noise_x=noise.Laplace(0.45),
                        noise_y=noise.Laplace(0.3), form="per-agent")
-    pg = alg.privacy(problem, g, iterations=101, gradient_bound=2.0)
+    pg = alg.privacy(problem, g, iterations=101, gradient_bound=1.0)     # C = 2G = 2
     table = cwz.cumulative_epsilon(g, 0.1, 0.01, 0.1, 55, 2.0, 4, lambda k: 0.45, lambda k: 0.3,
                                    100, form="per-agent")
     np.testing.assert_allclose(pg.per_agent, table[-1])
@@ -87,9 +87,9 @@ def test_guarantee_max_over_agents_and_algorithm_privacy():
     assert any("per-agent" in n for n in pg.notes)
     compact = DirectedDPGT(0.1, 0.01, 0.1, batch=55, noise_x=noise.Laplace(0.45),
                            noise_y=noise.Laplace(0.3)).privacy(problem, g, iterations=101,
-                                                               gradient_bound=2.0)
+                                                               gradient_bound=1.0)
     assert compact.epsilon > pg.epsilon            # factors 1: no contraction
-    with pytest.raises(ParameterError, match="C >="):
+    with pytest.raises(ParameterError, match="C = 2G >="):
         alg.privacy(problem, g, iterations=10)
     with pytest.raises(ParameterError, match="Laplace"):
         DirectedDPGT(0.1, 0.1, 0.1, noise_x=noise.Gaussian(1.0)).privacy(problem, g, 10,

@@ -4,6 +4,7 @@ exactly one of gradient_bound / l1_gradient_bound, a calibration that never over
 mechanism descriptions against the theorems they decompose."""
 
 import math
+from types import SimpleNamespace
 
 import pytest
 from _accountant_contract import AccountantContract  # noqa: E402  (tests/privacy on sys.path)
@@ -20,6 +21,8 @@ from dpnet.algorithms.kang_wddp import server_graph
 from dpnet.errors import ParameterError, UnknownNameError
 from dpnet.noise import Laplace
 from dpnet.privacy import accountants, kang
+from dpnet.privacy.assumptions import Assumptions
+from dpnet.privacy.chen_wang_zhang import definition3
 
 N, D = 5, 4
 PROBLEM = problems.ProblemConstants(N, D, 1.0)
@@ -248,7 +251,8 @@ def test_kang_generic_accounts_are_the_unamplified_theorem():
     amplified = alg.privacy(PROBLEM, SERVER, 20, **CD)
     rdp = alg.privacy(PROBLEM, SERVER, 20, accountant="rdp", **CD)
     pld = alg.privacy(PROBLEM, SERVER, 20, accountant="pld", **CD)
-    assert unamplified.epsilon == pytest.approx(kang.epsilon(2.0, 1.0, 10, 40, 20, 1e-5, False))
+    # C = 2G: two records' gradients bounded by G = 1 differ by up to 2
+    assert unamplified.epsilon == pytest.approx(kang.epsilon(2.0, 2.0, 10, 40, 20, 1e-5, False))
     assert rdp.epsilon == pytest.approx(unamplified.epsilon, rel=1e-9)
     assert amplified.epsilon < rdp.epsilon and pld.epsilon < rdp.epsilon
     with pytest.raises(ParameterError, match="gaussian"):
@@ -261,3 +265,21 @@ def test_quantizer_mechanisms_have_no_generic_account(name):
     assert set(accountants.available(alg)) == {alg.default_accountant}
     with pytest.raises(UnknownNameError, match=alg.default_accountant):
         alg.privacy(PROBLEM, GRAPHS[name], 10, accountant="laplace", **C)
+
+
+
+def test_gradient_bound_means_a_bound_on_every_gradient_for_paper_003_too():
+    # issue 25: paper 003's accountants read gradient_bound as the bound C on the *difference*
+    # of two records' gradients (a user with ||g|| <= 1 got kang epsilon = 0.498 where the
+    # replace-one value is 1.099). One meaning across the library: C = 2G.
+    assert definition3(Assumptions(gradient_bound=1.0)) == (2.0, "l2")
+    assert definition3(Assumptions(l1_gradient_bound=3.0)) == (6.0, "l1")
+    problem = SimpleNamespace(dim=5, m=1000, n_agents=N)
+    g = KangWDDP(0.1, 4.0, 10).privacy(problem, SERVER, 100, gradient_bound=1.0, delta=1e-5)
+    assert g.epsilon == pytest.approx(kang.epsilon(4.0, 2.0, 10, 1000, 100, 1e-5))
+    assert kang.epsilon(4.0, 1.0, 10, 1000, 100, 1e-5) < g.epsilon
+    # the directed method's Lemma 5 is linear in C: doubling G doubles epsilon, G = 1 is C = 2
+    alg = DirectedDPGT(0.1, 0.1, 0.1, batch=None, noise_x=Laplace(1.0), noise_y=Laplace(1.0))
+    e1 = alg.privacy(problem, graphs.cwz_fig1(), 5, gradient_bound=1.0).epsilon
+    assert alg.privacy(problem, graphs.cwz_fig1(), 5, gradient_bound=0.5).epsilon == \
+        pytest.approx(e1 / 2, rel=1e-12)

@@ -116,7 +116,7 @@ def test_lemma5_epsilon_by_hand_and_by_the_accountant():
     assert got["epsilon"][-1] == pytest.approx(hand, rel=1e-12)
     alg, g = cwz.algorithm("S2", 0.9996, 1.0, d, 55)
     own = alg.privacy(SimpleNamespace(dim=d, m=12000, n_agents=5), g, iterations=K + 1,
-                      gradient_bound=1.0)
+                      gradient_bound=0.5)           # C = 2G = 1, the reproduction's C
     assert own.epsilon == pytest.approx(hand, rel=1e-12)
     assert cwz.alg1_epsilon("S2", 0.9996, 0.3, d, "compact", 3)["epsilon"][-1] == \
         pytest.approx(hand / 0.3, rel=1e-12)                                  # eps ~ 1/sigma

@@ -11,7 +11,8 @@ noise to its state, quantizes the perturbed state with an unbiased probabilistic
 per coordinate, g the m-sample minibatch gradient (the subsampling that controls privacy).
 Undirected graph. Privacy: accountant ``"chen_wang_zhang"`` (the default), the Lemma 5-type sum
 ``sum_k Delta_k / sigma_k`` with the state sensitivity of
-:func:`dpnet.privacy.chen_wang_zhang.dsgd_state_sensitivity` (pure epsilon), paper 003's C given as
+:func:`dpnet.privacy.chen_wang_zhang.dsgd_state_sensitivity` (pure epsilon), paper 003's
+C = 2G, G bounding every gradient, given as
 exactly one of ``gradient_bound`` (l2: l1 constant ``sqrt(d) C``) or ``l1_gradient_bound``.
 :meth:`CWZQuantized.mechanism` describes the same Laplace releases of the state (the quantizer is
 post-processing), so the generic ``laplace`` (= the sum above), ``rdp`` and ``pld`` accountants
@@ -128,7 +129,7 @@ class CWZQuantized(Algorithm):
 @accountants.register(CWZQuantized, "chen_wang_zhang", pure=True)
 def chen_wang_zhang_accountant(alg, problem, graph, iterations, assumptions) -> PrivacyGuarantee:
     """Laplace on the state, ``sum_k Delta_k/sigma_k`` over k = 0..iterations-1 (Appendix F-type
-    recursion, reconstructed); C from exactly one of ``gradient_bound`` (l2: l1 constant
+    recursion, reconstructed); C = 2G, G from exactly one of ``gradient_bound`` (l2: l1 constant
     ``sqrt(d) C``) or ``l1_gradient_bound``."""
     rows, sensitivity, sigma, C, norm = alg._releases(problem, graph, iterations, assumptions)
     per = per_agent_unique(lambda r: float((sensitivity(r) / sigma).sum()), rows)

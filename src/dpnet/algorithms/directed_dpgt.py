@@ -29,9 +29,10 @@ Assumption 1 with ``I - alpha L1``, ``I - beta L2`` nonnegative. Schemes S1/S2 a
 5/6: :mod:`dpnet.algorithms.cwz_schemes` (re-exported here).
 
 Privacy: accountant ``"chen_wang_zhang"`` (the default), Lemmas 4-5
-(:mod:`dpnet.privacy.chen_wang_zhang`) for the chosen form, with paper 003's C given as exactly
-one of the assumptions ``gradient_bound`` (C bounds the l2 norm of one sampled gradient's change:
-l1 constant ``sqrt(d) C``) or ``l1_gradient_bound`` (C bounds its l1 norm) and the optional
+(:mod:`dpnet.privacy.chen_wang_zhang`) for the chosen form, with paper 003's
+C = 2G, G bounding every gradient, given as exactly
+one of the assumptions ``gradient_bound`` (G bounds the l2 norm of every sampled gradient:
+l1 constant ``sqrt(d) C``) or ``l1_gradient_bound`` (G bounds its l1 norm) and the optional
 ``smoothness`` (the drift term Lemma 4 omits). :meth:`DirectedDPGT.mechanism` describes the same
 Laplace releases (both messages at every k, Appendix F's sensitivities), so the generic
 ``laplace`` (= Lemma 5), ``rdp`` and ``pld`` accountants apply; ``calibrate`` scales ``noise_x``

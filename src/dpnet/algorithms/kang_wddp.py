@@ -5,20 +5,19 @@
 
 with ``p_i = n_i / N`` the parties' data shares, ``eta_k = eta / (k+1)^power`` and ``g_i`` the
 average gradient of m distinct local samples. [33] has a central server; here the server is
-emulated on a complete graph whose weight matrix has identical rows p (:func:`server_graph`):
-every agent broadcasts ``u_i = x_i - eta_k (g_i + z_i)`` and keeps ``sum_j p_j u_j``, so agents
-that start from the same x_0 all hold the server's model. Privacy: accountant ``"kang"`` (the
-default), :mod:`dpnet.privacy.kang` (RDP accounting of the same Gaussian mechanism, with the
-amplification of sampling m of the D local samples without replacement; [33]'s closed form has an
-unspecified constant), paper 003's C given as exactly one of ``gradient_bound`` (C bounds the l2
-norm) or ``l1_gradient_bound`` (an l1 bound also bounds the l2 norm), epsilon at the assumption
-``delta`` (given: none is assumed), option ``subsampled``. :meth:`KangWDDP.mechanism` describes the Gaussian
-releases (the noisy gradient ``g_i + z_i``: l2 sensitivity ``C/m``, noise ``sigma``) without
-subsampling: the generic accountants know Poisson subsampling only, not sampling without
-replacement under replace-one adjacency, so ``rdp``/``pld`` give the unamplified bound (``kang``
-with ``subsampled=False``).
-``calibrate`` scales ``sigma`` and the noise it builds by one factor.
-"""
+emulated on a complete graph whose weight matrix has identical rows p (:func:`server_graph`): every
+agent broadcasts ``u_i = x_i - eta_k (g_i + z_i)`` and keeps ``sum_j p_j u_j``, so agents that
+start from the same x_0 all hold the server's model. Privacy: accountant ``"kang"`` (the default),
+:mod:`dpnet.privacy.kang` (RDP accounting of the same Gaussian mechanism, with the amplification of
+sampling m of the D local samples without replacement; [33]'s closed form has an unspecified
+constant), paper 003's C = 2G, G bounding every gradient, given as exactly one of
+``gradient_bound`` (G bounds the l2 norm) or ``l1_gradient_bound`` (an l1 bound also bounds the l2
+norm), epsilon at the assumption ``delta`` (given: none is assumed), option ``subsampled``.
+:meth:`KangWDDP.mechanism` describes the Gaussian releases (the noisy gradient ``g_i + z_i``: l2
+sensitivity ``C/m``, noise ``sigma``) without subsampling: the generic accountants know Poisson
+subsampling only, not sampling without replacement under replace-one adjacency, so ``rdp``/``pld``
+give the unamplified bound (``kang`` with ``subsampled=False``). ``calibrate`` scales ``sigma`` and
+the noise it builds by one factor."""
 
 from __future__ import annotations
 
@@ -79,7 +78,7 @@ class KangWDDP(Algorithm):
     noise_attributes = ("sigma", "noise")       # the scale and the noise it builds, together
 
     def _check(self, iterations, assumptions) -> float:
-        """The l2 sensitivity constant C of one sampled gradient (see the module docstring)."""
+        """The l2 sensitivity constant C = 2G of one sampled gradient (see the module docstring)."""
         if iterations is None or iterations < 1:
             raise ParameterError("iterations", iterations, "a finite horizon (>= 1)")
         if self.sigma == 0:
@@ -105,9 +104,9 @@ class KangWDDP(Algorithm):
 def kang_accountant(alg, problem, graph, iterations, assumptions,
                     subsampled: bool = True) -> PrivacyGuarantee:
     """RDP-accounted Gaussian releases (see :mod:`dpnet.privacy.kang`) at the assumption
-    ``delta`` (given: none is assumed); C from exactly one of ``gradient_bound`` (l2) or
-    ``l1_gradient_bound``; D = the problem's local sample count; ``subsampled``: credit the
-    sampling of m of D without replacement (default)."""
+    ``delta`` (given: none is assumed); C = 2G, G from exactly one of ``gradient_bound`` (l2) or
+    ``l1_gradient_bound`` (bounds on every gradient); D = the problem's local sample count;
+    ``subsampled``: credit the sampling of m of D without replacement (default)."""
     C = alg._check(iterations, assumptions)
     delta = accountants.required_delta(assumptions, "kang")
     D = getattr(problem, "m", None)

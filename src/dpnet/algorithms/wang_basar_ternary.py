@@ -6,16 +6,16 @@ quantizer (:class:`TernaryDP`) that is itself the privacy mechanism:
 
     x_{i,k+1} = x_{i,k} + gamma_k sum_{j in N_i} w_ij (psi_{j,k} - x_{i,k}) - lambda_k g_i(x_{i,k})
 
-with ``psi_j = TernaryDP(x_j)``, ``gamma_k = gamma0/(k+1)^v``, ``lambda_k = lambda0/(k+1)^u`` and
-g the m-sample minibatch gradient. Undirected graph, ``w_ij >= 0`` on edges (diagonal unused).
+with ``psi_j = TernaryDP(x_j)``, ``gamma_k = gamma0/(k+1)^v``, ``lambda_k = lambda0/(k+1)^u`` and g
+the m-sample minibatch gradient. Undirected graph, ``w_ij >= 0`` on edges (diagonal unused).
 Privacy: accountant ``"wang_basar"`` (the default), :mod:`dpnet.privacy.wang_basar` with the state
 sensitivity of :func:`dpnet.privacy.chen_wang_zhang.dsgd_state_sensitivity`, basic composition;
-paper 003's C given as exactly one of ``gradient_bound`` (l2: l1 constant ``sqrt(d) C``) or
-``l1_gradient_bound``. No :meth:`~dpnet.algorithms.base.Algorithm.mechanism`: the ternary
-quantizer is the privacy mechanism, neither a Laplace nor a Gaussian release, so the generic
-accountants do not apply. ``calibrate`` scales the quantizer's margin ``b - a`` (its noise scale:
-the bound is ``Delta_1/(b - a)`` per release) by one factor.
-"""
+paper 003's C = 2G, G bounding every gradient, given as exactly one of ``gradient_bound`` (l2: l1
+constant ``sqrt(d) C``) or ``l1_gradient_bound``. No
+:meth:`~dpnet.algorithms.base.Algorithm.mechanism`: the ternary quantizer is the privacy mechanism,
+neither a Laplace nor a Gaussian release, so the generic accountants do not apply. ``calibrate``
+scales the quantizer's margin ``b - a`` (its noise scale: the bound is ``Delta_1/(b - a)`` per
+release) by one factor."""
 
 from __future__ import annotations
 

@@ -8,7 +8,8 @@ binomial noise (:class:`BinomialQuantizer`), averaged at a server (emulated as i
 ``U`` the unbiased stochastic rounding of ``(clip_X(g) + X)/s`` to ``{0..levels-1}``,
 ``s = 2X/(levels-1)``, ``Z ~ Bin(N, p)`` per coordinate, ``eta_k = eta/(k+1)^power``. Privacy:
 accountant ``"yan"`` (the default), :mod:`dpnet.privacy.yan` (cpSGD's binomial mechanism per
-iteration, composed), paper 003's C given as exactly one of ``gradient_bound`` (C bounds the l2
+iteration, composed), paper 003's
+C = 2G, G bounding every gradient, given as exactly one of ``gradient_bound`` (G bounds the l2
 norm) or ``l1_gradient_bound``; options ``delta0`` (per iteration) and ``delta_prime`` (advanced
 composition's slack). No :meth:`~dpnet.algorithms.base.Algorithm.mechanism`: the binomial
 quantizer is neither a Laplace nor a Gaussian release, so the generic accountants do not apply.
@@ -110,8 +111,8 @@ class YanBinomial(Algorithm):
 def yan_accountant(alg, problem, graph, iterations, assumptions, delta0: float | None = None,
                    delta_prime: float | None = None) -> PrivacyGuarantee:
     """cpSGD's binomial mechanism per iteration (at ``delta0``), T-fold composition (advanced
-    with slack ``delta_prime``, or basic when smaller); C from exactly one of ``gradient_bound``
-    (l2) or ``l1_gradient_bound``. Without the assumption ``delta``: ``delta0 = 1e-6``,
+    with slack ``delta_prime``, or basic when smaller); C = 2G, G from exactly one of
+    ``gradient_bound`` (l2) or ``l1_gradient_bound``. Without the assumption ``delta``: ``delta0 = 1e-6``,
     ``delta_prime = 1e-5``; with it, the ones not given default to ``delta/(2T)`` and
     ``delta/2`` and the reported delta must not exceed it."""
     if iterations is None or iterations < 1:

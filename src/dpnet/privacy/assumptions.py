@@ -9,8 +9,9 @@ symbols map onto these names:
 name                 meaning (papers' symbols)
 ==================== ===========================================================================
 gradient_bound       l2 bound on every local or per-sample gradient: M (paper 000, Assumption 7),
-                     G (paper 001, Assumption 2), C (paper 003, Definition 3, l2 form)
-l1_gradient_bound    l1 bound on every gradient: d (paper 002, Assumption 5); paper 003's C when
+                     G (paper 001, Assumption 2), G of paper 003 (its Definition 3's C
+                     = 2G bounds the change of one record's gradient)
+l1_gradient_bound    l1 bound on every gradient: d (paper 002, Assumption 5); paper 003's G when
                      it bounds the l1 norm
 adjacency            the neighbouring relation, a name: ``"function"`` (one agent's objective
                      replaced), ``"record"`` (one record of one agent's data replaced)

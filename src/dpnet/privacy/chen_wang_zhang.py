@@ -17,8 +17,8 @@ and the network-level guarantee is the maximum over i0. ``C1`` is an l1 bound on
 one sampled gradient: Appendix F uses ``||g - g'||_1 <= C`` although Definition 3 bounds the l2
 norm, so ``norm="l2"`` (default, rigorous) uses ``C1 = sqrt(d) C`` and ``norm="l1"`` reads C as
 an l1 bound (the paper's literal computation). Through the privacy API the norm is the assumption
-given (:func:`definition3`): ``gradient_bound`` (C bounds the l2 norm) or ``l1_gradient_bound``
-(C bounds the l1 norm), exactly one of them.
+given (:func:`definition3`): ``gradient_bound`` (G bounds every gradient's l2 norm) or
+``l1_gradient_bound`` (its l1 norm), exactly one of them, and ``C = 2G``.
 
 The bound is basic composition of Laplace releases (agent i0's two messages at every k, with l1
 sensitivities ``Dx[k]``, ``Dy[k]`` and scales ``sigma^zeta_k``, ``sigma^eta_k``):
@@ -58,20 +58,22 @@ BOUND_OF_NORM = {"l2": "gradient_bound", "l1": "l1_gradient_bound"}
 
 
 def definition3(assumptions, who: str = "Lemma 4 of Chen, Wang & Zhang") -> tuple[float, str]:
-    """``(C, norm)`` of Definition 3 from the assumptions: ``gradient_bound`` is C bounding the
-    l2 norm of one sampled gradient's change, ``l1_gradient_bound`` C bounding its l1 norm;
-    exactly one of them must be given (both or neither is an error naming them)."""
+    """``(C, norm)`` of Definition 3, C bounding the change ``||g_i0(x, xi) - g_i0(x, xi')||`` of
+    one sampled gradient when one record is replaced. dpnet's ``gradient_bound`` bounds the l2
+    norm of *every* gradient (and ``l1_gradient_bound`` its l1 norm), one meaning across the
+    library (papers 000 and 001 double it too), so ``C = 2 G``: the two records' gradients may
+    be ``+G`` and ``-G``. Exactly one of them must be given (both or neither is an error)."""
     l2, l1 = assumptions.gradient_bound, assumptions.l1_gradient_bound
     if l2 is not None and l1 is not None:
         raise ParameterError("gradient_bound, l1_gradient_bound", (l2, l1),
-                             f"{who} reads C from exactly one of gradient_bound (C bounds the l2 "
-                             "norm) and l1_gradient_bound (C bounds the l1 norm), not both")
+                             f"{who} reads G from exactly one of gradient_bound (G bounds every "
+                             "gradient's l2 norm) and l1_gradient_bound (its l1 norm), not both")
     if l2 is None and l1 is None:
         raise ParameterError("gradient_bound | l1_gradient_bound", None,
-                             f"{who} needs C >= ||g_i0(x, xi) - g_i0(x, xi')|| (Definition 3): "
-                             "give gradient_bound (C bounds the l2 norm) or l1_gradient_bound "
-                             "(C bounds the l1 norm)")
-    return (float(l2), "l2") if l2 is not None else (float(l1), "l1")
+                             f"{who} needs a bound G on every sampled gradient, C = 2G >= "
+                             "||g_i0(x, xi) - g_i0(x, xi')|| (Definition 3): give gradient_bound "
+                             "(G bounds the l2 norm) or l1_gradient_bound (G bounds the l1 norm)")
+    return (2.0 * float(l2), "l2") if l2 is not None else (2.0 * float(l1), "l1")
 
 
 # ---- Lemma 4 ----------------------------------------------------------------------------------

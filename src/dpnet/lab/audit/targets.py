@@ -360,7 +360,7 @@ register_target(AuditTarget(
     algorithm=lambda: _alg("directed_dpgt", 0.2, 0.2, 0.3, batch=None, noise_x=_lap(4.0),
                            noise_y=_lap(4.0)),
     problems=lambda: linear_pair(N, 1, AGENT, M=1.0),
-    graph=_directed_graph, iterations=2, x0=X0_1, constants={"gradient_bound": 2.0},
+    graph=_directed_graph, iterations=2, x0=X0_1, constants={"gradient_bound": 1.0},
     features=lambda: directed_features(_directed_graph().in_laplacian,
                                        _directed_graph().out_laplacian, 0.2, 0.2, 0.3, X0_1),
     adjacency="one sample of agent 0 changed (Definition 3 of paper 003): its only sample has "

@@ -17,7 +17,7 @@ public smoothness of one record's loss ``log(1 + exp(-b a^T x)) + (lambda/2)||x|
 * ``directed_dpgt`` (Scheme S2: constant noise) and ``directed_dpgt_s1`` (Scheme S1: noise
   ``(k+1)^p``): Algorithm 1 in its compact form (7)-(8), full local gradients (``batch=None``,
   so Lemma 4's ``m`` is 1), accountant ``chen_wang_zhang`` (Lemmas 4-5) with Definition 3's
-  ``C = Delta = 2R/m`` (``gradient_bound``: the l2 change of agent i0's local gradient at a
+  ``C = Delta = 2R/m`` (``gradient_bound`` = R/m bounds agent i0's local gradient, C = 2G its l2 change at a
   common point; the accountant uses the l1 constant ``sqrt(d) C``). Lemma 4 omits the change of
   ``g_i0`` through ``x_i0 != x'_i0``; in the compact form it is covered: under equal observations
   every mixing term is fixed, so ``Delta y_k = Delta g_k`` (telescoping, ``y_0 = g_0``) and
@@ -163,7 +163,8 @@ def _dpgt(trial: dict, task, s1: bool) -> algorithms.DirectedDPGT:
 
 
 def _cwz_constants(task) -> dict[str, float]:
-    return {"gradient_bound": task.sensitivity}
+    # gradient_bound bounds every local gradient (R/m); the accountants charge C = 2R/m
+    return {"gradient_bound": task.sensitivity / 2}
 
 
 _DPGT_MAPPING = ("paper 003 Lemmas 4-5 (Appendix F), compact form (7)-(8), full local gradients "
@@ -224,7 +225,7 @@ def _cwz_quantized(t: dict, task) -> algorithms.CWZQuantized:
 
 
 def _record_c(task) -> dict[str, float]:
-    return {"gradient_bound": task.sensitivity * task.m}      # C = 2R per record
+    return {"gradient_bound": task.sensitivity * task.m / 2}      # R per record: C = 2R
 
 
 WB_COUPLING, WB_COUPLING_DECAY = 0.1, 0.55      # paper 003's reproduction's coupling

@@ -202,7 +202,7 @@ def baseline_epsilon(method: str, noise: float, d: int, D: int, points: int) -> 
     for k in ks:
         pg = alg.privacy(prob, graph, iterations=k + 1, **(
             {"l1_gradient_bound": C_ADJ * math.sqrt(d) / (2.0 * ORACLE_BATCH)}
-            if alg.name == "ldol" else {"gradient_bound": C_ADJ}),
+            if alg.name == "ldol" else {"gradient_bound": C_ADJ / 2}),     # C = 2G = C_ADJ
             **({"delta": KANG_DELTA} if alg.name == "kang_wddp" else {}))
         eps.append(pg.epsilon)
         delta.append(pg.delta)
