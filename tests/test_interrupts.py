@@ -55,7 +55,7 @@ def _alive(pid: int) -> bool:
 
 
 def _start(tmp_path: Path, seeds: str = "0-3") -> tuple[subprocess.Popen, list[int]]:
-    (tmp_path / "c.toml").write_text(CONFIG.format(iterations=1_000_000))
+    (tmp_path / "c.toml").write_text(CONFIG.format(iterations=300_000))
     env = {**os.environ, "DPNET_RUNS": str(tmp_path / "runs")}
     proc = subprocess.Popen([sys.executable, "-c", CLI, "sweep", str(tmp_path / "c.toml"),
                              "--seeds", seeds, "--jobs", "2", "--out", str(tmp_path / "sw"),
@@ -82,7 +82,7 @@ def _wait_gone(pids: list[int], seconds: float = 10.0) -> list[int]:
 def test_ctrl_c_stops_the_sweep_with_one_line_and_it_resumes(tmp_path):
     proc, workers = _start(tmp_path)
     os.killpg(proc.pid, signal.SIGINT)               # what Ctrl-C sends: the whole group
-    _, err = proc.communicate(timeout=30)
+    _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("dpnet: interrupted"), err

@@ -80,12 +80,13 @@ def rdp_epsilon(event, delta: float, extend_orders: bool = False,
     return eps if math.isfinite(eps) else math.inf
 
 
-def pld_epsilon(event, delta: float, interval: float) -> float:
+def pld_epsilon(event, delta: float, interval: float, relation: str = "add_remove") -> float:
     """Epsilon at ``delta`` of ``event`` by the PLD accountant with a pessimistic grid of
     ``interval`` in the privacy loss (an upper bound whatever the interval)."""
     from dp_accounting.pld import PLDAccountant
 
-    acc = PLDAccountant(value_discretization_interval=interval)
+    acc = PLDAccountant(neighboring_relation=_relation(relation),
+                        value_discretization_interval=interval)
     acc.compose(event)
     return float(acc.get_epsilon(delta))
 

@@ -115,6 +115,11 @@ class LogisticRegression(Problem):
             return self._grad_on(BA, X)
         return clip.apply(self.per_sample_grads(BA, X)).mean(dim=1)
 
+    def per_sample_grads_at(self, X: torch.Tensor, idx: torch.Tensor, agents=None) -> torch.Tensor:
+        """``(n, B, d)`` per-sample gradients of the local records ``idx`` (unclipped)."""
+        a = self._agents(agents)
+        return self.per_sample_grads(self.BA[self._index(self._slot(a))[:, None], idx], X)
+
     def per_sample_grads(self, BA: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
         """``(n, B, d)``: ``grad l(x_i, zeta) = -sigmoid(-b a^T x_i) b a + reg x_i`` for the
         samples ``b a`` in BA."""

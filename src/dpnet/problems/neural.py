@@ -226,9 +226,13 @@ class NeuralProblem(Problem):
 
     def per_sample_grads(self, X, idx: torch.Tensor, agents=None) -> torch.Tensor:
         """``(n, B, P)`` per-sample gradients of the local samples ``idx`` (unclipped)."""
+        require(not self._has_bn, "model", "BatchNorm", "a module without BatchNorm (per-sample "
+                "gradients of a batch-statistics layer are undefined; use GroupNorm)")
         a = self._agents(agents)
         xb, yb = self.batch(idx, a)
         return self._sample_grad(X.to(self.dtype), xb, yb)
+
+    per_sample_grads_at = per_sample_grads
 
     def grad(self, X, agents=None) -> torch.Tensor:
         """Full local gradients (all m local samples, in chunks of ``chunk``)."""

@@ -80,6 +80,39 @@ def sample_indices(rng: Streams, k: int, agents: np.ndarray, m: int, batch_size:
     return torch.from_numpy(np.ascontiguousarray(idx)).to(device or "cpu")
 
 
+def poisson_indices(rng: Streams, k: int, agents: np.ndarray, m: int, rate: float,
+                    purpose: str = "sample", device: torch.device | str | None = None
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Poisson sampling: each of an agent's m local records is in its batch independently with
+    probability ``rate`` (one uniform per record from the streams). Returns ``(idx, included)``:
+    ``(len(agents), B)`` local indices with the agent's included records first and
+    ``(len(agents), B)`` booleans marking them, B the largest batch drawn (at least 1: the other
+    columns are padding, to be weighted 0)."""
+    require(0 < rate <= 1, "rate", rate, "0 < rate <= 1 (Poisson sampling probability)")
+    agents = np.asarray(agents, dtype=np.int64)
+    u = rng.uniform(purpose, k, agents, m)
+    inside = u < rate
+    width = max(int(inside.sum(axis=1).max(initial=0)), 1)
+    # included records sort first (keys in [0, 1)), the rest after (keys in [2, 3))
+    idx = np.argsort(np.where(inside, u, u + 2.0), axis=1, kind="stable")[:, :width]
+    included = np.take_along_axis(inside, idx, axis=1)
+    return (torch.from_numpy(np.ascontiguousarray(idx)).to(device or "cpu"),
+            torch.from_numpy(np.ascontiguousarray(included)).to(device or "cpu"))
+
+
+def clipped_grad_sum(problem, X: torch.Tensor, idx: torch.Tensor, weights: torch.Tensor,
+                     clip: Clip, agents: np.ndarray) -> torch.Tensor:
+    """``sum_b weights[i, b] clip(grad l(x_i; record idx[i, b]))`` per agent: the weighted sum
+    that DP-SGD's Poisson batches need (variable batch sizes padded with weight 0); raises when
+    the problem has no per-sample gradients."""
+    if not getattr(problem, "supports_clip", False):
+        raise ParameterError("clip", clip, "a problem with per-sample gradients "
+                             "(LogisticRegression, NonconvexLogistic, NeuralProblem); "
+                             f"{type(problem).__name__} has none")
+    G = clip.apply(problem.per_sample_grads_at(X, idx, agents))
+    return torch.einsum("nb,nbd->nd", weights.to(G.dtype), G)
+
+
 def clipped_stochastic_grad(problem, X: torch.Tensor, rng: Streams, k: int, batch_size: int,
                             agents: np.ndarray, purpose: str = "sample",
                             clip: Clip | None = None) -> torch.Tensor:

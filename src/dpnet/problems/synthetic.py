@@ -89,6 +89,11 @@ class NonconvexLogistic(Problem):
         clip = as_clip(clip)
         return (G if clip is None else clip.apply(G)).mean(dim=1)
 
+    def per_sample_grads_at(self, X: torch.Tensor, idx: torch.Tensor, agents=None) -> torch.Tensor:
+        """``(n, B, d)`` per-sample gradients of the local records ``idx`` (unclipped)."""
+        a = self._agents(agents)
+        return self.per_sample_grads(self.UV[self._index(self._slot(a))[:, None], idx], X)
+
     def per_sample_grads(self, UV: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
         """``(n, B, d)``: ``-sigmoid(-u v^T x_i) u v + 2 lam alpha x_i / (1 + alpha x_i^2)^2``
         for the samples ``u v`` in UV."""
