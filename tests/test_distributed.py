@@ -87,6 +87,9 @@ CASES = {
     "doadp": lambda n: (dpnet.algorithms.DOADP(alpha=0.05, gamma=0.4, beta=0.3, sigma=0.2,
                                                p=0.7, k=3, clip=Clip(2.0), batch_size=2),
                         _samples(n), "undirected"),
+    # Poisson batches: each rank pads to its own largest batch (weights 0 beyond)
+    "dp_sgd": lambda n: (dpnet.algorithms.DPSGD(0.2, 0.5, clip=1.0, sampling="poisson", rate=0.3),
+                         _samples(n), "undirected"),
     "momentum_dsgd": lambda n: (dpnet.algorithms.MomentumDSGD(alpha=0.05, gamma=0.4, beta=0.3,
                                                               batch_size=2), _samples(n),
                                 "undirected"),

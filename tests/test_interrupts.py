@@ -60,6 +60,10 @@ def _start(tmp_path: Path, seeds: str = "0-3") -> tuple[subprocess.Popen, list[i
     proc = subprocess.Popen([sys.executable, "-c", CLI, "sweep", str(tmp_path / "c.toml"),
                              "--seeds", seeds, "--jobs", "2", "--out", str(tmp_path / "sw"),
                              "--quiet"], env=env, start_new_session=True,
+                            # a process started with SIGINT ignored keeps ignoring it (Python
+                            # installs no KeyboardInterrupt handler then): pytest-xdist's workers
+                            # ignore it, so the sweep is given the terminal's default disposition
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

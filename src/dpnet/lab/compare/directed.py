@@ -259,6 +259,7 @@ UNDIRECTED_ONLY = {
     "ppdc": "it mixes with a doubly stochastic W on an undirected graph (paper 000, Assumption 4)",
     "dpp2": "it needs an undirected graph: a symmetric PSD P with null space span(1) (paper 004)",
     "doadp": "it needs a symmetric doubly stochastic W (paper 001, Assumption 3)",
+    "dp_sgd": "its gossip step averages with a doubly stochastic W",
 }
 
 

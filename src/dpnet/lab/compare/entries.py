@@ -129,6 +129,20 @@ for _e in (
           lambda task: None if getattr(task.problem, "supports_clip", False) else
           f"its sensitivity comes from per-sample clipping; {type(task.problem).__name__} has no "
           "per-sample gradients", task_grids={"mnist_cnn": DOADP_CNN_GRID}),
+    Entry("dp_sgd", tuple({"lr": lr, "batch": b} for lr in (0.3, 1.0) for b in (16, 64)),
+          lambda t, task: algorithms.DPSGD(t["lr"], 1.0, clip=1.0, sampling="poisson",
+                                           rate=min(1.0, t["batch"] / task.m)),
+          lambda task: {}, "pld", None,
+          "the practitioner's recipe on the task's record relation directly: Poisson sampling "
+          "at the expected batch B (rate B/m), every record's gradient (the regulariser "
+          "included) clipped in l2 at C = R = 1, Gaussian noise z C on the sum, one gossip step "
+          "(adapt then combine); replace-one accounted exactly by dp-accounting's PLD "
+          "(REPLACE_ONE); grid lr in 0.3, 1 by B in 16, 64; on mnist_cnn lr in 0.1, 0.3",
+          inapplicable=lambda task: None if getattr(task.problem, "supports_clip", False) else
+          f"its sensitivity comes from per-sample clipping; {type(task.problem).__name__} has no "
+          "per-sample gradients",
+          task_grids={"mnist_cnn": tuple({"lr": lr, "batch": b} for lr in (0.1, 0.3)
+                                         for b in (16, 64))}),
 ):
     register(_e)
 
