@@ -46,11 +46,16 @@ def test_a_calibrated_configuration_is_within_its_claim_and_a_thousandfold_under
 
 def test_the_sample_takes_each_algorithms_smallest_epsilon_default_row():
     rows = [{"task": "logistic", "algorithm": n, "accountant": acc, "target_epsilon": e,
-             "status": st, "choice": "x=1"}
+             "status": st, "choice": "x=1", "certified_epsilon": e}
             for n in ("diadsp", "doadp") for e in (0.5, 2.0)
             for acc in (entries.entry(n).default, "rdp") for st in ("ok",)]
     rows.append({"task": "logistic", "algorithm": "dpp2", "accountant": "ou",
-                 "target_epsilon": 0.5, "status": "not applicable: x", "choice": ""})
+                 "target_epsilon": 0.5, "status": "not applicable: x", "choice": "",
+                 "certified_epsilon": float("nan")})
+    # a row that published x0 (K = 0) released nothing about the data: nothing to audit
+    rows.append({"task": "logistic", "algorithm": "dp_sgd", "accountant": "pld",
+                 "target_epsilon": 0.5, "status": "ok", "choice": "K=0 (x0 published)",
+                 "certified_epsilon": 0.0})
     picked = audit.sample(rows)
     assert [(r["algorithm"], r["accountant"], r["target_epsilon"]) for r in picked] == [
         ("diadsp", "xie", 0.5), ("doadp", "proof", 0.5)]
@@ -60,7 +65,7 @@ def test_the_sample_takes_each_algorithms_smallest_epsilon_default_row():
 def test_cli_compare_with_audit_writes_the_audit(tmp_path, capsys):
     assert main(["compare", "--quick", "--tasks", "logistic", "--dataset", "a9a",
                  "--algorithms", "dpp2", "--epsilons", "2", "--seeds", "0", "--tight", "none",
-                 "--audit", "100", "--silent", "--out", str(tmp_path)]) == 0
+                 "--without-x0", "--audit", "100", "--silent", "--out", str(tmp_path)]) == 0
     text = (tmp_path / "leaderboard.md").read_text()
     assert "## Audit of a sample of calibrated configurations" in text
     assert "| logistic | dpp2 | ou | 3 | 100 |" in text and "within claim" in text

@@ -267,6 +267,7 @@ def cmd_compare(args, progress: bool = False) -> int:
         [0, 1] if args.quick else [0, 1, 2])
     rows = compare.compare(tasks, epsilons, algs, quick=args.quick, seeds=seeds,
                            dataset=args.dataset, jobs=args.jobs, tight=args.tight,
+                           publish_start=not args.without_x0,
                            log=_every_tenth("  ") if progress else None if args.quiet
                            else lambda m: print("  " + m, flush=True))
     command = "dpnet compare " + " ".join(args.argv)
@@ -442,6 +443,9 @@ def make_parser() -> argparse.ArgumentParser:
                    "(default a9a)")
     s.add_argument("--tight", default="entry", choices=("entry", "rdp", "pld", "none"),
                    help="accountant of the second row (default: the tightest per algorithm)")
+    s.add_argument("--without-x0", action="store_true",
+                   help="rank every method's best tuned run even where publishing the public "
+                        "start x0 (K = 0) does better on validation (the papers' protocol)")
     s.add_argument("--quick", action="store_true", help="short horizons, 2 trials per method")
     s.add_argument("--audit", type=int, default=0, metavar="RUNS",
                    help="audit a sample of the calibrated configurations (each algorithm's "

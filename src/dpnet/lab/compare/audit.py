@@ -178,7 +178,8 @@ def sample(rows: Sequence[dict], per_task: int | None = None) -> list[dict]:
     for task in dict.fromkeys(r["task"] for r in rows if task_spec(r["task"]).finite_sum):
         seen = set()
         for r in sorted((r for r in rows if r["task"] == task and r["status"] == "ok"
-                         and r["accountant"] == entry(r["algorithm"]).default),
+                         and r["accountant"] == entry(r["algorithm"]).default
+                         and r["certified_epsilon"] > 0),       # x0 published: nothing to audit
                         key=lambda r: (r["target_epsilon"], r["algorithm"])):
             if r["algorithm"] not in seen and (per_task is None or len(seen) < per_task):
                 seen.add(r["algorithm"])
