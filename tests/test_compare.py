@@ -76,6 +76,10 @@ def test_quick_leaderboard_never_certifies_above_its_target(tmp_path):
     text = paths["md"].read_text()
     assert "one record of one agent's local dataset replaced" in text
     assert "privacy cost of tuning is not charged" in text and "winner" in text
+    assert all(r["threat_model"] == "eavesdropper of every message" and
+               r["privacy_unit"] == "one record of one agent's local dataset" for r in read)
+    assert ("**Privacy unit:** one record of one agent's local dataset. **Threat model:** "
+            "eavesdropper of every message") in text
     assert all(f"**{n}**" in text for n in entries.left_out())
     assert paths["png-logistic"].stat().st_size > 0
 

@@ -35,6 +35,8 @@ from ..source import data_root
 from .tasks import task_spec
 
 DELTA = 1e-5
+#: the threat model of the papers' guarantees and of DP-SGD with gossip: every message is seen
+EAVESDROPPER = "eavesdropper of every message"
 DOADP_BATCH = 16
 #: every method's tuning budget: the number of trials of its grid on every task
 TRIALS = 4
@@ -58,6 +60,8 @@ class Entry:
     inapplicable: Callable[[Any], str | None] = lambda task: None
     #: task name -> the grid on that task where ``grid`` does not suit it (the same count)
     task_grids: dict[str, tuple[dict[str, float], ...]] = dataclasses.field(default_factory=dict)
+    #: who the guarantee is against (a row's column)
+    threat_model: str = dataclasses.field(default=EAVESDROPPER, metadata=PROSE)
 
     def grid_for(self, task: str) -> tuple[dict[str, float], ...]:
         """The tuning trials on ``task``."""

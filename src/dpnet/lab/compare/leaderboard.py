@@ -28,7 +28,7 @@ UNRANKED = ("not applicable", "refused")
 TUNING_SEED = 100
 COLUMNS = ("task", "algorithm", "accountant", "target_epsilon", "certified_epsilon", "delta",
            "utility", "utility_std", "accuracy", "bits_per_agent", "seconds", "noise_factor",
-           "choice", "seeds", "status")
+           "choice", "seeds", "status", "threat_model", "privacy_unit")
 
 
 def calibration(task: str, dataset: str | None, algorithm: str, params: dict, epsilon: float,
@@ -180,12 +180,19 @@ def compare(tasks: Sequence[str] | None = None, epsilons=EPSILONS,
     return rows
 
 
+def _who(task: str, algorithm: str) -> dict[str, str]:
+    """A row's threat model (its entry's) and privacy unit (its task's)."""
+    return {"threat_model": entry(algorithm).threat_model,
+            "privacy_unit": tasks.task_spec(task).privacy_unit}
+
+
 def _published_x0(task: str, algorithm: str, accountant: str, epsilon: float, start: dict,
                   seeds: int) -> dict[str, Any]:
     """The row of a method whose best tuned run did not beat the public start on validation:
     it publishes x0 (K = 0 steps, nothing released about the data: epsilon 0)."""
-    return {"task": task, "algorithm": algorithm, "accountant": accountant,
-            "target_epsilon": epsilon, "certified_epsilon": 0.0, "delta": 0.0,
+    return {**_who(task, algorithm), "task": task, "algorithm": algorithm,
+            "accountant": accountant, "target_epsilon": epsilon, "certified_epsilon": 0.0,
+            "delta": 0.0,
             "choice": "K=0 (x0 published: no tuned run beat it on validation)", "seeds": seeds,
             "noise_factor": math.nan, "status": "ok", "utility": float(start["utility"]),
             "utility_std": 0.0, "accuracy": float(start.get("accuracy", math.nan)),
@@ -197,7 +204,8 @@ def _aggregate(task: str, case: dict, runs: list[dict], inapplicable: str | None
     """Mean and std over seeds; a row certifies the calibration's (epsilon, delta), and one whose
     delta exceeds the axis' :data:`DELTA` is marked invalid (it would not share the axis)."""
     ok = [r for r in runs if r.get("status") == "ok"]
-    row = {"task": task, "algorithm": case["algorithm"], "accountant": case["accountant"],
+    row = {**_who(task, case["algorithm"]),
+           "task": task, "algorithm": case["algorithm"], "accountant": case["accountant"],
            "target_epsilon": case["target_epsilon"],
            "certified_epsilon": float(case.get("certified_epsilon", math.nan)),
            "delta": float(case.get("delta", math.nan)),

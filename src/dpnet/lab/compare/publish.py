@@ -85,7 +85,10 @@ def markdown(rows: list[dict], command: str, quick: bool, dataset: str | None = 
     for task in dict.fromkeys(r["task"] for r in rows):
         t = build(task, dataset)
         ref = (refs or {}).get(task) or references(task, dataset, quick)
+        threats = sorted({r["threat_model"] for r in rows if r["task"] == task})
         lines += [f"## {task}: {t.spec.title}", "", f"**Relation:** {t.spec.relation}.", "",
+                  f"**Privacy unit:** {t.spec.privacy_unit}. **Threat model:** "
+                  f"{'; '.join(threats)} (every row; per row in the CSV).", "",
                   *(f"- {n}" for n in t.notes), *([""] if t.notes else []),
                   f"Ranked by {t.spec.utility} (lower is "
                   f"better), mean ± std over seeds, after K = {ref['iterations']} iterations "

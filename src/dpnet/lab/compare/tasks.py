@@ -52,6 +52,12 @@ class TaskSpec:
     relation: str = dataclasses.field(default=RELATION, metadata=PROSE)
     finite_sum: bool = True    # False: a stream, each record used at one step only
 
+    @property
+    def privacy_unit(self) -> str:
+        """What one guarantee protects (a row's column)."""
+        return ("one record of one agent's local dataset" if self.finite_sum else
+                "one record of one agent's stream (used at one step)")
+
 
 TASKS: Registry[TaskSpec] = Registry("task", "dpnet.lab.compare")
 
