@@ -158,7 +158,7 @@ def test_problem_37_starts_away_from_its_near_stationary_origin():
     assert ref["start"] > 5 * ref["noise_free"]
 
 
-def test_demo_ranks_its_six_algorithms_at_four_epsilons(tmp_path, capsys):
+def test_demo_ranks_its_seven_algorithms_at_four_epsilons(tmp_path, capsys):
     from dpnet.cli import DEMO_ALGORITHMS
 
     assert main(["demo", "--out", str(tmp_path)]) == 0
@@ -167,7 +167,7 @@ def test_demo_ranks_its_six_algorithms_at_four_epsilons(tmp_path, capsys):
     assert "best first" in out and " > " not in out      # ranks read as a list, not as a ">"
     with (tmp_path / "leaderboard.csv").open() as fh:
         rows = list(csv.DictReader(fh))
-    assert {r["algorithm"] for r in rows} == set(DEMO_ALGORITHMS) and len(DEMO_ALGORITHMS) == 6
+    assert {r["algorithm"] for r in rows} == set(DEMO_ALGORITHMS) and len(DEMO_ALGORITHMS) == 7
     assert all(float(r["certified_epsilon"]) <= float(r["target_epsilon"]) for r in rows)
     assert (tmp_path / "utility-logistic.png").is_file()
 

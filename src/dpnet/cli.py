@@ -310,7 +310,7 @@ def _print_rankings(compare, rows, dataset: str | None, quick: bool) -> None:
 #: one or two per paper, each family once: Laplace tracking (000), its compressed dual (000),
 #: double protection (004), subsampled Gaussian (001) and its dual-averaging baseline, per-step
 #: LDP (002)
-DEMO_ALGORITHMS = ("diadsp", "ppdc", "dpp2", "doadp", "dp_dda", "ldp_online")
+DEMO_ALGORITHMS = ("diadsp", "ppdc", "dpp2", "doadp", "dp_dda", "ldp_online", "dp_sgd")
 
 
 def cmd_demo(args) -> int:
