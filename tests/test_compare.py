@@ -109,6 +109,37 @@ def test_publishing_the_start_is_a_candidate_so_no_row_ends_above_it():
                for r in published)
 
 
+def test_the_central_and_local_only_anchors_are_listed_beside_the_ranking_not_in_it():
+    names = ["dp_sgd", "dp_sgd_local", "dp_sgd_central"]
+    rows = compare.compare(["logistic"], [4.0], names, quick=True, seeds=[0], dataset="a9a",
+                           tight="none", publish_start=False)
+    role = {r["algorithm"]: r["role"] for r in rows}
+    assert role == {"dp_sgd": "ranked", "dp_sgd_local": "anchor: local-only",
+                    "dp_sgd_central": "anchor: central"}
+    assert [r["algorithm"] for r in compare.ranking(rows, "logistic", 4.0)] == ["dp_sgd"]
+    assert {r["algorithm"] for r in compare.ranking(rows, "logistic", 4.0, "anchor")} == \
+        {"dp_sgd_local", "dp_sgd_central"}
+    threat = {r["algorithm"]: r["threat_model"] for r in rows}
+    assert threat["dp_sgd_central"].startswith("trusted curator")
+    assert threat["dp_sgd_local"].startswith("each agent alone")
+    # the same noise multiplier: the per-record guarantee does not depend on the graph
+    factor = {r["algorithm"]: r["noise_factor"] for r in rows}
+    assert factor["dp_sgd"] == factor["dp_sgd_local"] == factor["dp_sgd_central"]
+    assert next(r for r in rows if r["algorithm"] == "dp_sgd_local")["bits_per_agent"] == 0
+    text = compare.markdown(rows, "dpnet compare", True, "a9a")
+    assert "Anchors, not ranked" in text and "central dp_sgd_central (pld)" in text
+
+
+def test_pooling_keeps_the_global_objective():
+    t = tasks.build("logistic", "a9a")
+    one = entries.pooled(t.problem)
+    assert one.n_agents == 1 and one.m == t.problem.n_agents * t.problem.m
+    x = torch.randn(t.problem.dim, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    assert float(one.loss(x)) == pytest.approx(float(t.problem.loss(x)), rel=1e-12)
+    with pytest.raises(ParameterError, match="LogisticRegression or NeuralProblem"):
+        entries.pooled(tasks.build("nonconvex").problem)
+
+
 def test_every_private_algorithm_is_benchmarked_or_left_out_with_a_reason():
     assert entries.check_complete() == []
     assert all(len(e.grid) == entries.TRIALS for e in entries.ENTRIES.values())

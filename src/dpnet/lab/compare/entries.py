@@ -25,9 +25,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ... import algorithms, compression, noise
+import numpy as np
+
+from ... import algorithms, compression, graphs, noise
 from ...errors import ParameterError
 from ...privacy import accountants
+from ...problems import LogisticRegression, NeuralProblem
 from ...problems.stochastic import Clip
 from ...registry import Registry, calling_module
 from ..keys import PROSE, value_digest
@@ -62,6 +65,14 @@ class Entry:
     task_grids: dict[str, tuple[dict[str, float], ...]] = dataclasses.field(default_factory=dict)
     #: who the guarantee is against (a row's column)
     threat_model: str = dataclasses.field(default=EAVESDROPPER, metadata=PROSE)
+    #: task -> (problem, graph, x0) where the entry runs elsewhere than the task's agents
+    setting: Callable[[Any], tuple[Any, Any, Any]] | None = None
+    #: an anchor row's role ("central", "local-only"): listed beside the ranking, not ranked
+    anchor: str | None = None
+
+    def setting_for(self, task) -> tuple[Any, Any, Any]:
+        """The problem, graph and start this entry runs on for ``task``."""
+        return (task.problem, task.graph, task.x0) if self.setting is None else self.setting(task)
 
     def grid_for(self, task: str) -> tuple[dict[str, float], ...]:
         """The tuning trials on ``task``."""
@@ -82,6 +93,51 @@ def _lap(q: float) -> noise.Laplace:
 def _grid(steps: tuple[float, float], key: str, others: tuple[float, float],
           other_key: str = "q") -> tuple[dict[str, float], ...]:
     return tuple({key: s, other_key: o} for s in steps for o in others)
+
+
+def pooled(problem):
+    """Every agent's records held by one agent (a trusted curator): the central anchor."""
+    if isinstance(problem, LogisticRegression):
+        n, m, d = problem.A.shape
+        return LogisticRegression(problem.A.reshape(1, n * m, d), problem.b.reshape(1, n * m),
+                                  reg=problem.reg)
+    if isinstance(problem, NeuralProblem):
+        return NeuralProblem(problem.model, problem.features, problem.labels,
+                             problem.parts.reshape(1, -1), problem.test, problem.transform,
+                             problem.chunk, problem.metric_samples)
+    raise ParameterError("problem", type(problem).__name__, "LogisticRegression or NeuralProblem "
+                         "(the problems whose records dpnet can pool on one agent)")
+
+
+def _central(task):
+    return pooled(task.problem), graphs.from_weights(np.eye(1), name="one curator"), task.x0
+
+
+def _local_only(task):
+    n = task.problem.n_agents
+    return task.problem, graphs.from_weights(np.eye(n), name="no communication"), task.x0
+
+
+def _dp_sgd(t, task) -> algorithms.DPSGD:
+    # the rate B/m of the task's agents: the central curator's expected batch is then n B
+    return algorithms.DPSGD(t["lr"], 1.0, clip=1.0, sampling="poisson",
+                            rate=min(1.0, t["batch"] / task.m))
+
+
+def _needs_clip(task) -> str | None:
+    return None if getattr(task.problem, "supports_clip", False) else (
+        f"its sensitivity comes from per-sample clipping; {type(task.problem).__name__} has no "
+        "per-sample gradients")
+
+
+DP_SGD_GRID = tuple({"lr": lr, "batch": b} for lr in (0.3, 1.0) for b in (16, 64))
+DP_SGD_CNN_GRID = tuple({"lr": lr, "batch": b} for lr in (0.1, 0.3) for b in (16, 64))
+DP_SGD_MAPPING = ("the practitioner's recipe on the task's record relation directly: Poisson "
+                  "sampling at the expected batch B (rate B/m), every record's gradient (the "
+                  "regulariser included) clipped in l2 at C = R = 1, Gaussian noise z C on the "
+                  "sum, one gossip step (adapt then combine); replace-one accounted exactly by "
+                  "dp-accounting's PLD (REPLACE_ONE); grid lr in 0.3, 1 by B in 16, 64; on "
+                  "mnist_cnn lr in 0.1, 0.3")
 
 
 def _xie_m(task) -> dict[str, float]:
@@ -133,20 +189,24 @@ for _e in (
           lambda task: None if getattr(task.problem, "supports_clip", False) else
           f"its sensitivity comes from per-sample clipping; {type(task.problem).__name__} has no "
           "per-sample gradients", task_grids={"mnist_cnn": DOADP_CNN_GRID}),
-    Entry("dp_sgd", tuple({"lr": lr, "batch": b} for lr in (0.3, 1.0) for b in (16, 64)),
-          lambda t, task: algorithms.DPSGD(t["lr"], 1.0, clip=1.0, sampling="poisson",
-                                           rate=min(1.0, t["batch"] / task.m)),
-          lambda task: {}, "pld", None,
-          "the practitioner's recipe on the task's record relation directly: Poisson sampling "
-          "at the expected batch B (rate B/m), every record's gradient (the regulariser "
-          "included) clipped in l2 at C = R = 1, Gaussian noise z C on the sum, one gossip step "
-          "(adapt then combine); replace-one accounted exactly by dp-accounting's PLD "
-          "(REPLACE_ONE); grid lr in 0.3, 1 by B in 16, 64; on mnist_cnn lr in 0.1, 0.3",
-          inapplicable=lambda task: None if getattr(task.problem, "supports_clip", False) else
-          f"its sensitivity comes from per-sample clipping; {type(task.problem).__name__} has no "
-          "per-sample gradients",
-          task_grids={"mnist_cnn": tuple({"lr": lr, "batch": b} for lr in (0.1, 0.3)
-                                         for b in (16, 64))}),
+    Entry("dp_sgd", DP_SGD_GRID, _dp_sgd, lambda task: {}, "pld", None, DP_SGD_MAPPING,
+          inapplicable=_needs_clip, task_grids={"mnist_cnn": DP_SGD_CNN_GRID}),
+    Entry("dp_sgd_local", DP_SGD_GRID, _dp_sgd, lambda task: {}, "pld", None,
+          "anchor: the same DP-SGD with no communication (every agent trains on its own m "
+          "records; the identity graph), the floor that collaboration must beat",
+          inapplicable=_needs_clip, task_grids={"mnist_cnn": DP_SGD_CNN_GRID},
+          threat_model="each agent alone: nothing is exchanged (its iterates are covered)",
+          setting=_local_only, anchor="local-only"),
+    Entry("dp_sgd_central", DP_SGD_GRID, _dp_sgd, lambda task: {}, "pld", None,
+          "anchor: the same DP-SGD on the pooled data of all agents (one trusted curator, rate "
+          "B/m, so the expected batch is n B), the ceiling a decentralized method approaches",
+          inapplicable=lambda task: _needs_clip(task) or (
+              None if isinstance(task.problem, LogisticRegression | NeuralProblem) else
+              f"dpnet pools the records of LogisticRegression and NeuralProblem only, not "
+              f"{type(task.problem).__name__}'s"),
+          task_grids={"mnist_cnn": DP_SGD_CNN_GRID},
+          threat_model="trusted curator holding every record (its iterates are covered)",
+          setting=_central, anchor="central"),
 ):
     register(_e)
 

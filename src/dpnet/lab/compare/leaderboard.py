@@ -28,7 +28,7 @@ UNRANKED = ("not applicable", "refused")
 TUNING_SEED = 100
 COLUMNS = ("task", "algorithm", "accountant", "target_epsilon", "certified_epsilon", "delta",
            "utility", "utility_std", "accuracy", "bits_per_agent", "seconds", "noise_factor",
-           "choice", "seeds", "status", "threat_model", "privacy_unit")
+           "choice", "seeds", "status", "threat_model", "privacy_unit", "role")
 
 
 def calibration(task: str, dataset: str | None, algorithm: str, params: dict, epsilon: float,
@@ -40,10 +40,11 @@ def calibration(task: str, dataset: str | None, algorithm: str, params: dict, ep
     constants = e.accountant_constants(t, accountant)
     start = time.perf_counter()
     try:
+        problem, graph, _ = e.setting_for(t)
         alg = e.build(params, t)
-        factor = _factor(alg.calibrate(epsilon, t.problem, t.graph, iterations,
+        factor = _factor(alg.calibrate(epsilon, problem, graph, iterations,
                                        accountant=accountant, **constants), alg)
-        g = alg.noise_scaled(factor).privacy(t.problem, t.graph, iterations,
+        g = alg.noise_scaled(factor).privacy(problem, graph, iterations,
                                              accountant=accountant, **constants)
     except DPNetError as err:
         return {"status": f"refused: {err}"}
@@ -55,16 +56,18 @@ def trial(task: str, dataset: str | None, algorithm: str, params: dict, noise_fa
           iterations: int, seed: int, split: str, code: str = "") -> dict:
     """Run one calibrated configuration and score its average iterate on ``split``."""
     t = build(task, dataset)
-    alg = entry(algorithm).build(params, t).noise_scaled(noise_factor)
+    e = entry(algorithm)
+    problem, graph, x0 = e.setting_for(t)
+    alg = e.build(params, t).noise_scaled(noise_factor)
     start = time.perf_counter()
     try:
-        res = run(alg, t.problem, t.graph, iterations, x0=t.x0, seed=seed,
+        res = run(alg, problem, graph, iterations, x0=x0, seed=seed,
                   log_every=iterations, reference=None,
-                  float_bits=32 if getattr(t.problem, "dtype", None) == torch.float32 else 64)
+                  float_bits=32 if getattr(problem, "dtype", None) == torch.float32 else 64)
     except DPNetError as err:       # a diverging run stops with a message, never NaN
         return {"status": f"diverged: {err}"}
     return {"status": "ok", **t.utility(res.x.mean(axis=0), split),
-            "bits_per_agent": res.ledger.total / t.problem.n_agents,
+            "bits_per_agent": res.ledger.total / problem.n_agents,
             "seconds": time.perf_counter() - start}
 
 
@@ -181,9 +184,11 @@ def compare(tasks: Sequence[str] | None = None, epsilons=EPSILONS,
 
 
 def _who(task: str, algorithm: str) -> dict[str, str]:
-    """A row's threat model (its entry's) and privacy unit (its task's)."""
-    return {"threat_model": entry(algorithm).threat_model,
-            "privacy_unit": tasks.task_spec(task).privacy_unit}
+    """A row's threat model (its entry's), privacy unit (its task's) and role (ranked, or an
+    anchor listed beside the ranking)."""
+    e = entry(algorithm)
+    return {"threat_model": e.threat_model, "privacy_unit": tasks.task_spec(task).privacy_unit,
+            "role": f"anchor: {e.anchor}" if e.anchor else "ranked"}
 
 
 def _published_x0(task: str, algorithm: str, accountant: str, epsilon: float, start: dict,

@@ -51,9 +51,12 @@ def epsilons_of(rows: list[dict], task: str) -> list[float]:
     return sorted({r["target_epsilon"] for r in rows if r["task"] == task})
 
 
-def ranking(rows: list[dict], task: str, eps: float) -> list[dict]:
+def ranking(rows: list[dict], task: str, eps: float, role: str = "ranked") -> list[dict]:
+    """The rows of ``task`` at ``eps`` that are ranked (``role="anchor"``: the anchors instead),
+    best first."""
     sel = [r for r in rows if r["task"] == task and r["target_epsilon"] == eps
-           and not r["status"].startswith(UNRANKED)]
+           and not r["status"].startswith(UNRANKED)
+           and (r.get("role", "ranked") == "ranked") == (role == "ranked")]
     return sorted(sel, key=lambda r: (r["utility"], r["algorithm"], r["accountant"]))
 
 
@@ -117,6 +120,12 @@ def markdown(rows: list[dict], command: str, quick: bool, dataset: str | None = 
                  "accuracy": f"{r['accuracy']:.4f}", "bits/agent": f"{r['bits_per_agent']:.3g}",
                  "s/run": f"{r['seconds']:.2f}", "choice": r["choice"], "status": r["status"]}
                 for i, r in enumerate(ranked, 1)])
+            anchors = ranking(rows, task, eps, "anchor")
+            if anchors:
+                lines += ["", "Anchors, not ranked (another threat model or no collaboration): "
+                          + "; ".join(f"{r['role'].removeprefix('anchor: ')} {r['algorithm']} "
+                                      f"({r['accountant']}) {r['utility']:.3e}, choice "
+                                      f"{r['choice']}" for r in anchors) + "."]
             lines.append("")
     lines += ["## Mapping of each algorithm's theorem onto the relation", ""]
     lines += [f"- **{e.name}** ({e.default}; tightest: {e.tight or e.default}): {e.mapping}"
