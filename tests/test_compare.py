@@ -128,6 +128,9 @@ def test_the_central_and_local_only_anchors_are_listed_beside_the_ranking_not_in
     assert next(r for r in rows if r["algorithm"] == "dp_sgd_local")["bits_per_agent"] == 0
     text = compare.markdown(rows, "dpnet compare", True, "a9a")
     assert "Anchors, not ranked" in text and "central dp_sgd_central (pld)" in text
+    assert all(r["model_covered"] for r in rows) and "model covered" in text
+    assert not compare.compare(["logistic"], [4.0], ["doadp"], quick=True, seeds=[0],
+                               dataset="a9a", tight="none")[0]["model_covered"]
 
 
 def test_pooling_keeps_the_global_objective():

@@ -28,7 +28,7 @@ UNRANKED = ("not applicable", "refused")
 TUNING_SEED = 100
 COLUMNS = ("task", "algorithm", "accountant", "target_epsilon", "certified_epsilon", "delta",
            "utility", "utility_std", "accuracy", "bits_per_agent", "seconds", "noise_factor",
-           "choice", "seeds", "status", "threat_model", "privacy_unit", "role")
+           "choice", "seeds", "status", "threat_model", "privacy_unit", "role", "model_covered")
 
 
 def calibration(task: str, dataset: str | None, algorithm: str, params: dict, epsilon: float,
@@ -188,7 +188,8 @@ def _who(task: str, algorithm: str) -> dict[str, str]:
     anchor listed beside the ranking)."""
     e = entry(algorithm)
     return {"threat_model": e.threat_model, "privacy_unit": tasks.task_spec(task).privacy_unit,
-            "role": f"anchor: {e.anchor}" if e.anchor else "ranked"}
+            "role": f"anchor: {e.anchor}" if e.anchor else "ranked",
+            "model_covered": e.model_covered}
 
 
 def _published_x0(task: str, algorithm: str, accountant: str, epsilon: float, start: dict,

@@ -71,8 +71,11 @@ def markdown(rows: list[dict], command: str, quick: bool, dataset: str | None = 
              f"and (epsilon, delta) rows share the epsilon axis at delta = {DELTA:g}.", "",
              "**What is private:** every guarantee covers the messages the agents exchange (the "
              "papers' eavesdropper). The utility is read on the average of the agents' final "
-             "states, which, as in the papers, is not itself a function of the messages alone: "
-             "publishing that model is outside the guarantees here.", "",
+             "states. Column *model covered*: whether that model is a function of what the "
+             "guarantee covers. For DP-SGD it is (the final states are gossip averages of the "
+             "broadcast half-steps); for the papers' algorithms it is not (their states hold "
+             "clean gradients or tracking variables that no message reveals), so publishing the "
+             "ranked model is outside their guarantees.", "",
              f"**Tuning:** {QUICK_TRIALS if quick else TRIALS} trials per method over its own "
              "grid, chosen on a validation estimate of the ranked utility (the regularised "
              "objective's suboptimality on the validation set; the validation gradient norm or "
@@ -118,7 +121,9 @@ def markdown(rows: list[dict], command: str, quick: bool, dataset: str | None = 
                  "certified eps": f"{r['certified_epsilon']:.4g}",
                  "utility": f"{r['utility']:.3e} ± {r['utility_std']:.1e}",
                  "accuracy": f"{r['accuracy']:.4f}", "bits/agent": f"{r['bits_per_agent']:.3g}",
-                 "s/run": f"{r['seconds']:.2f}", "choice": r["choice"], "status": r["status"]}
+                 "s/run": f"{r['seconds']:.2f}", "choice": r["choice"],
+                 "model covered": "yes" if r.get("model_covered") else "no",
+                 "status": r["status"]}
                 for i, r in enumerate(ranked, 1)])
             anchors = ranking(rows, task, eps, "anchor")
             if anchors:
