@@ -3,6 +3,9 @@
 #
 #   benchmarks/gpu_queue.sh ITEM OUTDIR        (QUICK=1: tiny sizes, a dry run on any CPU)
 #
+# Before a slot, here: benchmarks/gpu_wheels.sh (fills .whl/); then the device call carries .whl:
+#   run(command="bash benchmarks/gpu_queue.sh 1 $OUT/q1", carry=[".whl"], timeout_s=570)
+#
 # The device image brings its own PyTorch, numba, scipy, ...; dpnet's missing dependencies travel
 # as wheels in .whl/ (dp-accounting and dm-tree; see benchmarks/RESULTS.md, "GPU") and dpnet is
 # installed beside them with --no-deps, so the image's PyTorch is the one measured. Each step
