@@ -82,10 +82,7 @@ class Schedule:
     def shared_at(self, k: int, n: int) -> np.ndarray:
         """:meth:`at` with a value every agent shares kept as one entry (shape (1,) or (n,)): the
         power ``q**k`` taken over 10^7 equal entries cost 0.4 s per draw."""
-        for name in ("scale", "decay", "power"):
-            arr = getattr(self, name)
-            if arr is not None and arr.size != 1:
-                require(arr.size == n, name, arr.tolist(), f"needs one entry per agent (n={n})")
+        self.check(n)
         s = self.scale
         if self.decay is not None:
             return s * self.decay ** k
@@ -99,10 +96,11 @@ class Schedule:
         return s.copy()
 
     def check(self, n: int) -> None:
+        """Every per-agent parameter has one entry, or one per agent (without expanding it)."""
         for name in ("scale", "decay", "power"):
             arr = getattr(self, name)
-            if arr is not None:
-                _per_agent(arr, n, name)
+            if arr is not None and arr.size != 1:
+                require(arr.size == n, name, arr.tolist(), f"needs one entry per agent (n={n})")
 
 
 class Noise(ABC):

@@ -34,8 +34,6 @@ from ..privacy.guarantee import PrivacyGuarantee
 from ..problems.stochastic import Clip, clipped_grad_sum, poisson_indices, sample_indices
 from .base import Algorithm, Context, State, register
 
-SAMPLERS = dp_sgd.SAMPLERS
-
 
 @register
 class DPSGD(Algorithm):
@@ -50,7 +48,7 @@ class DPSGD(Algorithm):
         require(noise_multiplier >= 0, "noise_multiplier", noise_multiplier, "z >= 0")
         self.noise_multiplier = float(noise_multiplier)
         self.clip = Clip(positive("clip", clip), "l2")
-        require(sampling in SAMPLERS, "sampling", sampling, f"one of {SAMPLERS}")
+        require(sampling in dp_sgd.SAMPLERS, "sampling", sampling, f"one of {dp_sgd.SAMPLERS}")
         self.sampling = sampling
         if sampling == "poisson":
             require(rate is not None and 0 < rate <= 1 and batch_size is None, "rate", rate,

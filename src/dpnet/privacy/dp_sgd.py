@@ -21,8 +21,6 @@ Every step is one release; the T releases compose.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ..errors import require
@@ -55,12 +53,8 @@ def epsilon(noise_multiplier: float, sampler: str, rate: float, steps: int, delt
     step, relation = step_event(noise_multiplier, sampler, rate)
     if method == "pld":
         event = dpa.SelfComposedDpEvent(step, steps)
-        if pld_discretization is not None:
-            return bridge.pld_epsilon(event, delta, pld_discretization, relation)
-        eps = bridge.pld_epsilon(event, delta, 1e-3, relation)
-        # a grid finer than 1/1000 of epsilon: the pessimistic rounding then costs < 0.3 %
-        fine = min(1e-3, max(eps / 1000, 1e-6)) if math.isfinite(eps) else 1e-3
-        return eps if fine >= 1e-3 else bridge.pld_epsilon(event, delta, fine, relation)
+        return bridge.fine_enough(lambda disc: bridge.pld_epsilon(event, delta, disc, relation),
+                                  pld_discretization, start=1e-3)
     if relation == "add_remove":
         return bridge.rdp_epsilon(dpa.SelfComposedDpEvent(step, steps), delta,
                                   extend_orders=True)

@@ -40,7 +40,11 @@ Three accounts are implemented.
      public; the activation then only mixes the step with a public "silent" outcome: the
      per-step RDP becomes ``log(1 + p (exp((a-1) R_a) - 1)) / (a-1)`` of the data-subsampled
      step (``g = B/q``). This is the faithful threat model of Definition 1 (the messages are
-     labelled by sender); the paper's p^2 factor in (7) does not survive it (RDP only).
+     labelled by sender); the paper's p^2 factor in (7) does not survive it. The PLD account
+     of it is the Binomial(T, p) mixture of the N-fold compositions
+     (:func:`active_step_bins`). It is the default of every accountant registered for DO-ADP
+     and DP-DDA; these module functions keep the paper's own formulas (Theorem 1, the proof)
+     with the mechanism's p.
    * ``sensitivity="topk"`` (eq. (6)) or ``"full"`` (``2G/B``, all d coordinates: every noisy
      coordinate reaches the state through the momentum and is sent later, and the Top-k support
      is data dependent, two points the paper's argument does not cover).
@@ -254,9 +258,9 @@ def dp_accounting_epsilon(sigma: float, delta: float, mech: DOADPStep, method: s
                           activation: str = "visible", sensitivity: str = "topk",
                           pld_discretization: float | None = None) -> float:
     """Epsilon at ``delta`` of T compositions of the subsampled Gaussian step (module
-    docstring, account 3) by dp-accounting's RDP or PLD accountant. The PLD's pessimistic
-    discretisation interval defaults to 1/1000 of a first coarse estimate of epsilon (a fixed
-    1e-4 overstates epsilon ~ 1e-3 tenfold after 1e5 compositions)."""
+    docstring, account 3) by dp-accounting's RDP or PLD accountant, the PLD on a grid
+    :func:`~dpnet.privacy.dp_accounting_bridge.fine_enough` unless ``pld_discretization`` is
+    given."""
     dpa = bridge.events()
     require(sigma > 0, "sigma", sigma, "sigma > 0")
     require(0 < delta < 1, "delta", delta, "0 < delta < 1")
@@ -264,24 +268,18 @@ def dp_accounting_epsilon(sigma: float, delta: float, mech: DOADPStep, method: s
     require(activation in ("hidden", "visible"), "activation", activation,
             "'hidden' or 'visible'")
     z = sigma / mech.sensitivity(sensitivity)
-    if activation == "hidden":
-        step = dpa.PoissonSampledDpEvent(mech.sampling, dpa.GaussianDpEvent(z))
-        event = dpa.SelfComposedDpEvent(step, mech.T)
+    if activation == "hidden" or mech.p == 1:    # p = 1: no activation to hide or show
+        event = dpa.SelfComposedDpEvent(
+            dpa.PoissonSampledDpEvent(mech.sampling, dpa.GaussianDpEvent(z)), mech.T)
         if method == "rdp":
             return bridge.rdp_epsilon(event, delta, extend_orders=True)
-        disc = pld_discretization
-        eps = math.inf
-        for _ in range(1 if disc is not None else 3):
-            if disc is None:
-                disc = 1e-4
-            new = bridge.pld_epsilon(event, delta, disc)
-            if pld_discretization is not None or not math.isfinite(new) or disc <= new / 1000:
-                return new
-            eps, disc = new, max(new / 1000, 1e-8)
-        return eps
+        return bridge.fine_enough(lambda disc: bridge.pld_epsilon(event, delta, disc),
+                                  pld_discretization)
     g = mech.batch_size / mech.q
     if method == "pld":
-        return _visible_pld_epsilon(z, g, mech, delta, pld_discretization)
+        counts, weights, tail = active_step_bins(mech.T, mech.p, delta * 1e-3)
+        return bridge.fine_enough(lambda disc: bridge.pld_epsilon_public_count(
+            z, g, counts, weights, tail, delta, disc), pld_discretization)
 
     def total_visible(orders):
         base = bridge.rdp_curve(dpa.PoissonSampledDpEvent(g, dpa.GaussianDpEvent(z)), orders)
@@ -309,26 +307,6 @@ def active_step_bins(T: int, p: float, tail: float) -> tuple[np.ndarray, np.ndar
     cdf = stats.binom.cdf(counts, T, p)
     weights = np.diff(np.concatenate([[0.0], cdf]))
     return counts, weights, float(stats.binom.sf(counts[-1], T, p))
-
-
-def _visible_pld_epsilon(z: float, g: float, mech: DOADPStep, delta: float,
-                         interval: float | None) -> float:
-    """PLD epsilon with the activation public: N ~ Binomial(T, p) steps release the data-
-    subsampled Gaussian (rate g = B/q), the others nothing; the profile is the Binomial mixture
-    of the N-fold compositions (:func:`dp_accounting_bridge.pld_epsilon_public_count`)."""
-    if mech.p == 1:
-        event = bridge.events().SelfComposedDpEvent(
-            bridge.events().PoissonSampledDpEvent(g, bridge.events().GaussianDpEvent(z)), mech.T)
-        return bridge.pld_epsilon(event, delta, interval or 1e-4)
-    counts, weights, tail = active_step_bins(mech.T, mech.p, delta * 1e-3)
-    eps = math.inf
-    disc = interval or 1e-4
-    for _ in range(1 if interval is not None else 3):
-        new = bridge.pld_epsilon_public_count(z, g, counts, weights, tail, delta, disc)
-        if interval is not None or not math.isfinite(new) or disc <= new / 1000:
-            return new
-        eps, disc = new, max(new / 1000, 1e-8)
-    return eps
 
 
 # ---- calibration and the guarantee -------------------------------------------------------------

@@ -105,10 +105,7 @@ def clipped_grad_sum(problem, X: torch.Tensor, idx: torch.Tensor, weights: torch
     """``sum_b weights[i, b] clip(grad l(x_i; record idx[i, b]))`` per agent: the weighted sum
     that DP-SGD's Poisson batches need (variable batch sizes padded with weight 0); raises when
     the problem has no per-sample gradients."""
-    if not getattr(problem, "supports_clip", False):
-        raise ParameterError("clip", clip, "a problem with per-sample gradients "
-                             "(LogisticRegression, NonconvexLogistic, NeuralProblem); "
-                             f"{type(problem).__name__} has none")
+    _require_per_sample(problem, clip)
     G = clip.apply(problem.per_sample_grads_at(X, idx, agents))
     return torch.einsum("nb,nbd->nd", weights.to(G.dtype), G)
 
@@ -120,8 +117,13 @@ def clipped_stochastic_grad(problem, X: torch.Tensor, rng: Streams, k: int, batc
     problem cannot produce per-sample gradients."""
     if clip is None:
         return problem.stochastic_grad(X, rng, k, batch_size, agents, purpose)
+    _require_per_sample(problem, clip)
+    return problem.stochastic_grad(X, rng, k, batch_size, agents, purpose, clip=clip)
+
+
+def _require_per_sample(problem, clip: Clip) -> None:
+    """Clipping needs per-sample gradients: a named error where the problem has none."""
     if not getattr(problem, "supports_clip", False):
         raise ParameterError("clip", clip, "a problem with per-sample gradients "
-                             "(LogisticRegression, NeuralProblem); "
+                             "(LogisticRegression, NonconvexLogistic, NeuralProblem); "
                              f"{type(problem).__name__} has none")
-    return problem.stochastic_grad(X, rng, k, batch_size, agents, purpose, clip=clip)

@@ -165,21 +165,23 @@ def compare(tasks: Sequence[str] | None = None, epsilons=EPSILONS,
                     publish_x0.add((n, eps))
         second = {n: (entry(n).tight if tight == "entry" else None if tight == "none" else tight)
                   for n in names_here}
-        extra = [(n, chosen[n, eps], eps, second[n]) for n in names_here for eps in epsilons
-                 if second[n] and second[n] != entry(n).default]
-        published = [k for k in extra if (k[0], k[2]) in publish_x0] + [
-            (n, None, eps, entry(n).default) for n, eps in sorted(publish_x0)]
-        extra = [k for k in extra if (k[0], k[2]) not in publish_x0]
-        cal.update(_calibrations(task, dataset, extra, K, jobs, log))
-        cases = [case(n, chosen[n, eps], eps, entry(n).default) for n in names_here
-                 for eps in epsilons if (n, eps) not in publish_x0] + [case(*k) for k in extra]
+        # every (algorithm, epsilon) gets its default row, then its tight one where different;
+        # a method that publishes x0 does so under both accountants
+        wanted = [(n, eps, entry(n).default) for n in names_here for eps in epsilons] + [
+            (n, eps, second[n]) for n in names_here for eps in epsilons
+            if second[n] and second[n] != entry(n).default]
+        ran = [(n, chosen[n, eps], eps, acc) for n, eps, acc in wanted
+               if (n, eps) not in publish_x0]
+        cal.update(_calibrations(task, dataset, [k for k in ran if k[3] != entry(k[0]).default],
+                                 K, jobs, log))
+        cases = [case(*k) for k in ran]
         final = _trials(task, dataset, cases, K, seeds, "test", jobs, log)
         for c in cases:
             rows.append(_aggregate(task, c, [r for r in final if all(
                 r[k] == c[k] for k in ("algorithm", "accountant", "target_epsilon"))]))
         start = t.utility(t.x0, "test")
         rows += [_published_x0(task, n, acc, eps, start, len(seeds))
-                 for n, _, eps, acc in published]
+                 for n, eps, acc in wanted if (n, eps) in publish_x0]
     return rows
 
 
@@ -195,14 +197,11 @@ def _who(task: str, algorithm: str) -> dict[str, str]:
 def _published_x0(task: str, algorithm: str, accountant: str, epsilon: float, start: dict,
                   seeds: int) -> dict[str, Any]:
     """The row of a method whose best tuned run did not beat the public start on validation:
-    it publishes x0 (K = 0 steps, nothing released about the data: epsilon 0)."""
-    return {**_who(task, algorithm), "task": task, "algorithm": algorithm,
-            "accountant": accountant, "target_epsilon": epsilon, "certified_epsilon": 0.0,
-            "delta": 0.0,
-            "choice": "K=0 (x0 published: no tuned run beat it on validation)", "seeds": seeds,
-            "noise_factor": math.nan, "status": "ok", "utility": float(start["utility"]),
-            "utility_std": 0.0, "accuracy": float(start.get("accuracy", math.nan)),
-            "bits_per_agent": 0.0, "seconds": 0.0}
+    it publishes x0 (K = 0 steps, nothing released about the data: epsilon 0, no bits)."""
+    case = {"algorithm": algorithm, "accountant": accountant, "target_epsilon": epsilon,
+            "choice": {"K": 0}, "certified_epsilon": 0.0, "delta": 0.0}
+    return _aggregate(task, case, [{"status": "ok", **start, "bits_per_agent": 0.0,
+                                    "seconds": 0.0}] * seeds)
 
 
 def _aggregate(task: str, case: dict, runs: list[dict], inapplicable: str | None = None
