@@ -724,20 +724,27 @@ def clip_vector(g: np.ndarray, bound: float, kind: str = "coordinate") -> np.nda
 
 def clipped_logistic_grad(A: np.ndarray, b: np.ndarray, reg: float, agent: int, batch_size: int,
                           bound: float | None, kind: str = "coordinate", seed: int = 0,
-                          purpose: str = "sample") -> Grad:
+                          purpose: str = "sample", poisson: bool = False) -> Grad:
     """Agent ``agent``'s minibatch gradient of ``l(x, (a, b)) = log(1 + exp(-b a^T x)) +
     reg/2 ||x||^2``: each drawn sample's gradient ``-b a / (1 + exp(b a^T x)) + reg x`` clipped
-    (``bound=None``: not clipped), then averaged."""
+    (``bound=None``: not clipped), then averaged. ``poisson``: record j is drawn when its uniform
+    ``Streams(seed).uniform(purpose, k, [agent], m)[0, j] < batch_size / m``, and the sum is
+    divided by ``batch_size`` (the expected batch), not by the number drawn."""
     A, b = np.asarray(A, dtype=np.float64), np.asarray(b, dtype=np.float64)
     rng = Streams(seed)
 
     def grad(x: np.ndarray, k: int = 0) -> np.ndarray:
-        idx = minibatch(rng, purpose, k, agent, len(b), batch_size)
+        if poisson:
+            u = rng.uniform(purpose, k, [agent], len(b))[0]
+            idx, norm = np.flatnonzero(u < batch_size / len(b)), batch_size
+        else:
+            idx = minibatch(rng, purpose, k, agent, len(b), batch_size)
+            norm = len(idx)
         out = np.zeros_like(x)
         for j in idx:
             g = -b[j] * A[j] * _sigmoid(-b[j] * (A[j] @ x)) + reg * x
             out = out + (g if bound is None else clip_vector(g, bound, kind))
-        return out / len(idx)
+        return out / norm
 
     return grad
 

@@ -30,10 +30,10 @@ def setup():
     return problem, graph, x0
 
 
-def _grads(problem, batch, clip=None, kind="coordinate", seed=0):
+def _grads(problem, batch, clip=None, kind="coordinate", seed=0, poisson=False):
     A, b = problem.A.numpy(), problem.b.numpy()
-    return [reference.clipped_logistic_grad(A[i], b[i], problem.reg, i, batch, clip, kind, seed)
-            for i in range(N)]
+    return [reference.clipped_logistic_grad(A[i], b[i], problem.reg, i, batch, clip, kind, seed,
+                                            poisson=poisson) for i in range(N)]
 
 
 def _trajectory(alg, problem, graph, x0, T, seed=0, record=False):
@@ -65,6 +65,20 @@ def test_equals_per_agent_loop(setup):
     assert np.array_equal(~np.isnan(msgs[:, :, 0]), active)
     np.testing.assert_allclose(np.nan_to_num(msgs), ref["s"], rtol=1e-10, atol=1e-12)
     assert np.all((np.nan_to_num(msgs) != 0).sum(axis=2) <= 3)
+
+
+def test_poisson_sampling_equals_per_agent_loop(setup):
+    problem, graph, x0 = setup
+    alg = DOADP(alpha=0.05, gamma=0.4, beta=0.3, sigma=0.2, p=0.7, k=3, clip=Clip(2.0, "l2"),
+                batch_size=4, sampling="poisson")
+    _, states = _trajectory(alg, problem, graph, x0, 25, seed=3)
+    ref = reference.doadp(graph.W, _grads(problem, 4, 2.0, "l2", seed=3, poisson=True), x0,
+                          0.05, 0.4, 0.3, 0.2, 0.7, 3, 25, seed=3)
+    np.testing.assert_allclose(np.stack([s["x"].numpy() for s in states]), ref["x"][1:],
+                               rtol=1e-10, atol=1e-12)
+    # the batch's size varies from step to step (it would not with a fixed batch)
+    u = dpnet.rng.Streams(3).uniform("sample", 0, np.arange(N), M)
+    assert len(set((u < 4 / M).sum(axis=1).tolist())) > 1
 
 
 def test_reduces_to_momentum_dsgd(setup):

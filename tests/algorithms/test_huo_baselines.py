@@ -37,12 +37,12 @@ def _xs(alg, problem, graph, x0, T, seed=0, key="x"):
     return np.stack(out)
 
 
-def _grads(problem, batch=None, clip=None, kind="l2", seed=0):
+def _grads(problem, batch=None, clip=None, kind="l2", seed=0, poisson=False):
     A, b = problem.A.numpy(), problem.b.numpy()
     if batch is None:
         return [reference.logistic_grad(A[i], b[i], problem.reg) for i in range(N)]
-    return [reference.clipped_logistic_grad(A[i], b[i], problem.reg, i, batch, clip, kind, seed)
-            for i in range(N)]
+    return [reference.clipped_logistic_grad(A[i], b[i], problem.reg, i, batch, clip, kind, seed,
+                                            poisson=poisson) for i in range(N)]
 
 
 def test_dpdo_equals_loop_and_accounting(setup):
@@ -91,6 +91,19 @@ def test_dpdda_equals_loop_and_accounting(setup):
                     reference=None)
     f_star = problem.loss(problem.optimum())
     assert res.history["objective"][-1] - f_star < 0.3 * (res.history["objective"][0] - f_star)
+
+
+def test_dpdda_poisson_sampling_equals_loop(setup):
+    problem, graph, x0 = setup
+    alg = DPDDA(beta0=2.0, sigma=0.3, p=0.6, clip=1.0, radius=3.0, batch_size=3,
+                sampling="poisson")
+    ref = reference.dp_dda(graph.W, _grads(problem, 3, 1.0, "l2", seed=4, poisson=True), x0,
+                           2.0, 0.3, 0.6, 25, 3.0, seed=4)
+    np.testing.assert_allclose(_xs(alg, problem, graph, x0, 25, seed=4), ref["x"][1:],
+                               rtol=1e-10, atol=1e-12)
+    assert alg.default_accountant == "pld"
+    with pytest.raises(ParameterError, match="sampling='poisson'"):
+        alg.privacy(problem, graph, 25, accountant="proof", delta=1e-5)
 
 
 def test_cpgt_is_stochastic_pgtc_with_topk(setup):

@@ -146,16 +146,24 @@ def test_visible_activation_is_the_default_and_charges_what_the_eavesdropper_see
     assert got <= huo.dp_accounting_epsilon(0.2, 1e-5, m, "rdp")     # PLD tighter than RDP
 
 
-def test_visible_pld_equals_the_enumerated_binomial_mixture():
+@pytest.mark.parametrize("sampler", ["fixed", "poisson"])
+def test_visible_pld_equals_the_enumerated_binomial_mixture(sampler):
     # a direct numerical computation of the public-count mixture: every N = 0..T with its own
     # Binomial weight and its own N-fold PLD, delta(eps) = sum_N P(N) delta_N(eps) (N = 0:
-    # nothing released), epsilon by bisection; the binned account must not be below it
+    # nothing released), epsilon by bisection; the binned account must not be below it. Fixed
+    # batch: the add-or-remove pair at noise multiplier sigma/(2G/B); Poisson: the replace-one
+    # mixture pair at sigma/(G/B)
+    from dp_accounting import NeighboringRelation
     from dp_accounting.pld import privacy_loss_distribution as pld_mod
     from scipy import stats
 
     T, p, z, g, delta = 40, 0.3, 0.8, 0.05, 1e-5
-    m = huo.DOADPStep(G=1.0, k=4, d=4, p=p, q=200, T=T, batch_size=10)   # 2G/B = 0.2, B/q = g
-    step = pld_mod.from_gaussian_mechanism(z, sampling_prob=g, value_discretization_interval=1e-4)
+    m = huo.DOADPStep(G=1.0, k=4, d=4, p=p, q=200, T=T, batch_size=10,   # 2G/B = 0.2, B/q = g
+                      sampler=sampler)
+    relation = (NeighboringRelation.REPLACE_ONE if sampler == "poisson" else
+                NeighboringRelation.ADD_OR_REMOVE_ONE)
+    step = pld_mod.from_gaussian_mechanism(z, sampling_prob=g, value_discretization_interval=1e-4,
+                                           neighboring_relation=relation)
     plds = [None] + [step.self_compose(N) for N in range(1, T + 1)]
     w = stats.binom.pmf(np.arange(T + 1), T, p)
 
@@ -166,8 +174,34 @@ def test_visible_pld_equals_the_enumerated_binomial_mixture():
     for _ in range(50):
         mid = (lo + hi) / 2
         lo, hi = (lo, mid) if profile(mid) <= delta else (mid, hi)
-    got = huo.dp_accounting_epsilon(z * 0.2, delta, m, "pld", sensitivity="full")
+    sigma = z * (0.1 if sampler == "poisson" else 0.2)
+    got = huo.dp_accounting_epsilon(sigma, delta, m, "pld", sensitivity="full")
     assert hi * (1 - 1e-3) <= got <= hi * 1.05
+
+
+# The issue-25 case for the sampler: q = 16/1953, T = 400, delta = 1e-5. Poisson sampling under
+# replace-one certifies epsilon 4 at noise multiplier z = 0.65 on the clipped sum (sigma =
+# z G / B on DO-ADP's mean); the fixed batch needs z = 1.26 and certifies only ~31.6 at 0.65.
+def test_poisson_sampling_is_dp_sgds_replace_one_event_and_halves_the_noise():
+    from dpnet.privacy import dp_sgd
+
+    fixed = huo.DOADPStep(G=1.0, k=123, d=123, p=1.0, q=1953, T=400, batch_size=16)
+    poisson = dataclasses.replace(fixed, sampler="poisson")
+    sigma = 0.65 / 16
+    for method in ("pld", "rdp"):
+        got = huo.dp_accounting_epsilon(sigma, 1e-5, poisson, method, sensitivity="full")
+        assert got == pytest.approx(dp_sgd.epsilon(0.65, "poisson", 16 / 1953, 400, 1e-5,
+                                                   method), rel=1e-3)
+    assert huo.dp_accounting_epsilon(sigma, 1e-5, poisson, "pld",
+                                     sensitivity="full") == pytest.approx(4.03, abs=0.01)
+    assert huo.dp_accounting_epsilon(sigma, 1e-5, fixed, "pld",
+                                     sensitivity="full") == pytest.approx(31.6, abs=0.1)
+    # Theorem 1 and its proof amplify by sampling without replacement: refused, by name
+    for accountant in huo.PAPER_ACCOUNTANTS:
+        with pytest.raises(ParameterError, match="sampling='poisson'"):
+            huo.epsilon_of(sigma, poisson, accountant, delta=1e-5)
+        with pytest.raises(ParameterError, match="sampling='poisson'"):
+            huo.calibrate_sigma(1.0, poisson, accountant, delta=1e-5)
 
 
 def test_doadp_and_dpdda_accountants_default_to_visible_activation():

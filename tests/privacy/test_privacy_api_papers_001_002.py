@@ -49,7 +49,11 @@ SETUPS = {
                     {"delta": 1e-3}),
     "doadp-sparse": (lambda s: DOADP(0.1, 0.1, 0.1, sigma=2.0 * s, k=2, clip=1.0), RECORDS, RING,
                      {"delta": 1e-5, "sensitivity": "topk"}),
+    "doadp-poisson": (lambda s: DOADP(0.1, 0.1, 0.1, sigma=2.0 * s, p=0.5, clip=1.0,
+                                      batch_size=2, sampling="poisson"), RECORDS, RING, {}),
     "dpdda": (lambda s: DPDDA(1.0, sigma=10.0 * s, clip=1.0), RECORDS, RING, {"delta": 1e-3}),
+    "dpdda-poisson": (lambda s: DPDDA(1.0, sigma=2.0 * s, clip=1.0, batch_size=2,
+                                      sampling="poisson"), RECORDS, RING, {}),
     "dpdda-thm1": (lambda s: DPDDA(1.0, sigma=15.0 * s, clip=1.0), RECORDS, RING, {}),
     "dpdo": (lambda s: DPDO(0.3, 0.9, 0.95, M=s), PROBLEM, RING, {"gradient_bound": 1.0}),
     "dpdo-record": (lambda s: DPDO(0.3, 0.9, 0.95, M=s), RECORDS, RING,
@@ -97,6 +101,22 @@ class TestDOADPRdpTopk(PaperContract):
 
 class TestDOADPPld(PaperContract):
     setup, accountant, K, n_targets, targets = "doadp", "pld", 3, 1, (0.5, 5.0)
+
+
+class TestDOADPPoissonRdp(PaperContract):
+    setup, accountant = "doadp-poisson", "rdp"
+
+
+class TestDOADPPoissonPld(PaperContract):
+    setup, accountant, K, n_targets, targets = "doadp-poisson", "pld", 3, 1, (0.5, 5.0)
+
+
+class TestDPDDAPoissonRdp(PaperContract):
+    setup, accountant = "dpdda-poisson", "rdp"
+
+
+class TestDPDDAPoissonPld(PaperContract):
+    setup, accountant, K, n_targets, targets = "dpdda-poisson", "pld", 3, 1, (0.5, 5.0)
 
 
 class TestDPDDAProof(PaperContract):

@@ -3,7 +3,8 @@ DSGD (2) it builds on.
 
 Per agent i at iteration t, with activity ``eta_{i,t} ~ Bern(p)``, a stochastic gradient
 ``g_{i,t}`` of ``batch_size`` local samples (each per-sample gradient clipped, ``clip``; the
-paper: one sample, per-coordinate clipping at ``G/sqrt(d)``) and noise
+paper: one sample, per-coordinate clipping at ``G/sqrt(d)``; ``sampling="poisson"``: each record
+independently with probability ``B/q``, the clipped sum divided by B) and noise
 ``theta_{i,t} ~ N(0, sigma^2 I_d)``:
 
     m_{i,t+1} = eta_{i,t} (g_{i,t} + theta_{i,t}) + beta m_{i,t}                         (5a)
@@ -25,7 +26,8 @@ m_{i,t+1}`` (the consensus term on the copies sums to zero). With ``p = 1``, ``k
 
 Privacy: :mod:`dpnet.privacy.huo`, registered as DOADP's accountants ``"theorem1"`` (default:
 eq. (7) solved for epsilon), ``"proof"`` (Theorem 1's step-by-step accountant), ``"rdp"`` and
-``"pld"`` (dp-accounting over the subsampled Gaussian steps; these shadow the generic accountants
+``"pld"`` (dp-accounting over the subsampled Gaussian steps, the default under Poisson sampling,
+which the paper's two do not account; these shadow the generic accountants
 of the same names, which lack the ``sensitivity``/``activation`` options and the extra RDP
 orders); constants: ``gradient_bound`` (G; default the clipping bound) and ``delta``; options
 ``delta0``, ``sensitivity``, ``activation``, ``amplification``. :meth:`DOADP.mechanism` describes
@@ -46,8 +48,18 @@ from ..noise import Gaussian
 from ..privacy import accountants, huo
 from ..privacy.guarantee import PrivacyGuarantee
 from ..privacy.mechanism import Mechanism, Releases
-from ..problems.stochastic import Clip, as_clip, clipped_stochastic_grad
+from ..problems.stochastic import SAMPLERS, Clip, as_clip, clipped_stochastic_grad
 from .base import Algorithm, Context, State, register
+
+
+def minibatch_sampling(sampling: str, clip, alg: Algorithm) -> str:
+    """Checks ``sampling``; Poisson batches make dp-accounting's PLD the default accountant
+    (the paper's Theorem 1 and proof account sampling without replacement only)."""
+    require(sampling in SAMPLERS, "sampling", sampling, f"one of {SAMPLERS}")
+    if sampling == "poisson":
+        require(clip is not None, "clip", clip, "a clipping bound with sampling='poisson'")
+        alg.default_accountant = "pld"
+    return sampling
 
 
 def _momentum_params(alpha, gamma, beta, batch_size):
@@ -65,9 +77,10 @@ class DOADP(Algorithm):
 
     def __init__(self, alpha: float, gamma: float, beta: float, sigma: float = 0.0,
                  p: float = 1.0, k: int | None = None, clip: Clip | float | None = None,
-                 batch_size: int = 1) -> None:
+                 batch_size: int = 1, sampling: str = "fixed") -> None:
         self.alpha, self.gamma, self.beta, self.batch_size = _momentum_params(
             alpha, gamma, beta, batch_size)
+        self.sampling = minibatch_sampling(sampling, clip, self)
         self.sigma = nonnegative("sigma", sigma)
         require(0 < p <= 1, "p", p, "0 < p <= 1 (activation probability; Theorem 2: p >= 1/2)")
         self.p = float(p)
@@ -83,6 +96,7 @@ class DOADP(Algorithm):
     def check_problem(self, problem) -> None:
         if self.k is not None:
             TopK(self.k).check_dim(problem.dim)
+        check_poisson_batch(self, problem)
 
     def compressor(self, d: int) -> TopK:
         return TopK(d if self.k is None else self.k)
@@ -100,7 +114,8 @@ class DOADP(Algorithm):
         upd = torch.zeros_like(x)                      # g + theta on active rows, 0 elsewhere
         if len(rows):
             g = clipped_stochastic_grad(ctx.problem, x[rows], ctx.rng, k, self.batch_size,
-                                        ctx.agents[rows.cpu().numpy()], clip=self.clip)
+                                        ctx.agents[rows.cpu().numpy()], clip=self.clip,
+                                        sampling=self.sampling)
             theta = ctx.noise(self._noise, "noise", k).to(x.dtype)[rows]
             upd[rows] = g.to(x.dtype) + theta
         m_next = upd + self.beta * m                                                   # (5a)
@@ -133,7 +148,8 @@ class DOADP(Algorithm):
         require(q is not None, "problem", type(problem).__name__,
                 "a finite-sum problem with m local records per agent")
         return huo.DOADPStep(G=float(G), k=d if self.k is None else self.k, d=d, p=self.p,
-                             q=int(q), T=int(iterations), batch_size=self.batch_size)
+                             q=int(q), T=int(iterations), batch_size=self.batch_size,
+                             sampler=self.sampling)
 
     def mechanism(self, problem, graph, iterations, assumptions):
         """Per step t = 1..T: the minibatch mean of clipped gradients plus ``N(0, sigma^2 I_d)``,
@@ -145,6 +161,7 @@ class DOADP(Algorithm):
         counted as subsampling: charging all T steps bounds the public Binomial number of
         active ones."""
         m = self.huo_mechanism(problem, iterations, assumptions.gradient_bound)
+        generic_sampler(m)
         n = graph.n if graph is not None else problem.n_agents
         release = Releases("g + theta (momentum, then Top-k of the state)", "gaussian",
                            m.sensitivity("full"), np.full(m.T, self.sigma),
@@ -152,6 +169,21 @@ class DOADP(Algorithm):
         return [(np.arange(n), Mechanism(
             (release,), "record", m.T, "paper 001: Lemma 1 with eq. (6) for k = d, sampling "
             "p B / q (Lemma 4)", notes=(huo_notes(m),)))]
+
+
+def check_poisson_batch(alg, problem) -> None:
+    """A Poisson batch's expected size B needs B <= m (the rate B/m is a probability)."""
+    m = getattr(problem, "m", None)
+    if alg.sampling == "poisson":
+        require(m is not None and alg.batch_size <= m, "batch_size", alg.batch_size,
+                f"batch_size <= local records m = {m} with sampling='poisson'")
+
+
+def generic_sampler(m: huo.DOADPStep) -> None:
+    """The generic accountants model add-or-remove Poisson releases: a fixed batch under
+    replace-one is dominated by one, the Poisson replace-one pair is not expressed."""
+    require(m.sampler == "fixed", "sampling", m.sampler, "'fixed' for the generic accountants "
+            "(the Poisson replace-one pair is accounted by the algorithm's own 'pld' and 'rdp')")
 
 
 def huo_notes(m: huo.DOADPStep) -> str:

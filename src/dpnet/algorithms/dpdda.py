@@ -3,7 +3,8 @@ Shi, "Distributed empirical risk minimization with differential privacy", Automa
 arXiv 2302.10520), a baseline of paper 001 (Fig. 3).
 
 Per node i at iteration t, with activity ``eta_{i,t} ~ Bern(p)`` (node sampling), a stochastic
-gradient ``g_{i,t}`` of one (``batch_size``) local sample at ``x_{i,t}``, clipped to l2 norm G,
+gradient ``g_{i,t}`` of one (``batch_size``) local sample at ``x_{i,t}`` (``sampling="poisson"``:
+each record with probability ``B/q``, the sum divided by B), clipped to l2 norm G,
 and ``nu_{i,t} ~ N(0, sigma^2 I_d)``:
 
     z_{i,t+1} = sum_j w_ij z_{j,t} + eta_{i,t} (g_{i,t} + nu_{i,t})     (every node sends z)
@@ -19,7 +20,8 @@ Privacy: the same per-record mechanism as DO-ADP with all d coordinates sent (k 
 p, one of q records, Gaussian noise on a gradient of l2 sensitivity 2G, T compositions; accounted
 by :mod:`dpnet.privacy.huo` through DPDDA's registered accountants ``"proof"`` (default),
 ``"theorem1"`` (Huo et al.'s (7) with k = d, which is how paper 001 matches DP-DDA's "node
-subsampling ratio" to its own noise reduction), ``"rdp"`` and ``"pld"``; constants
+subsampling ratio" to its own noise reduction), ``"rdp"`` and ``"pld"`` (the default under Poisson
+sampling); constants
 ``gradient_bound`` (default: the l2 clipping bound) and ``delta``. :meth:`DPDDA.mechanism`
 describes the releases for the generic accountants.
 
@@ -45,7 +47,7 @@ from ..privacy import accountants, huo
 from ..privacy.mechanism import Mechanism, Releases
 from ..problems.stochastic import Clip, as_clip, clipped_stochastic_grad
 from .base import Algorithm, BoxConstrained, Context, State, register
-from .doadp import huo_account, huo_notes
+from .doadp import check_poisson_batch, generic_sampler, minibatch_sampling, huo_account, huo_notes
 
 
 @register
@@ -56,18 +58,23 @@ class DPDDA(BoxConstrained, Algorithm):
 
     def __init__(self, beta0: float, sigma: float = 0.0, p: float = 1.0,
                  clip: Clip | float | None = None, batch_size: int = 1,
-                 radius: float | None = None) -> None:
+                 radius: float | None = None, sampling: str = "fixed") -> None:
         self.beta0 = positive("beta0", beta0)
         self.sigma = nonnegative("sigma", sigma)
         require(0 < p <= 1, "p", p, "0 < p <= 1 (node sampling ratio)")
         self.p = float(p)
         self.clip = Clip(float(clip), "l2") if isinstance(clip, int | float) else as_clip(clip)
         self.batch_size = positive_int("batch_size", batch_size)
+        self.sampling = minibatch_sampling(sampling, self.clip, self)
         self.radius = None if radius is None else positive("radius", radius)
         self._noise = Gaussian(self.sigma)
 
     def check_graph(self, graph) -> None:
         graph.require_mixing(self.name)
+
+    def check_problem(self, problem) -> None:
+        super().check_problem(problem)
+        check_poisson_batch(self, problem)
 
     def beta(self, t: int) -> float:
         return self.beta0 * math.sqrt(t + 1.0)
@@ -87,7 +94,8 @@ class DPDDA(BoxConstrained, Algorithm):
         upd = torch.zeros_like(x)
         if len(rows):
             g = clipped_stochastic_grad(ctx.problem, x[rows], ctx.rng, t, self.batch_size,
-                                        ctx.agents[rows.cpu().numpy()], clip=self.clip)
+                                        ctx.agents[rows.cpu().numpy()], clip=self.clip,
+                                        sampling=self.sampling)
             upd[rows] = g.to(x.dtype) + ctx.noise(self._noise, "noise", t).to(x.dtype)[rows]
         z_next = ctx.net.mix(ctx.net.exchange(z, "z")) + upd
         x_next = self._project(-z_next / self.beta(t + 1))
@@ -112,7 +120,7 @@ class DPDDA(BoxConstrained, Algorithm):
                 "a finite-sum problem with m local records per agent")
         d = problem.dim
         return huo.DOADPStep(G=float(G), k=d, d=d, p=self.p, q=int(q), T=int(iterations),
-                             batch_size=self.batch_size)
+                             batch_size=self.batch_size, sampler=self.sampling)
 
     def mechanism(self, problem, graph, iterations, assumptions):
         """Per step t = 1..T: the clipped minibatch gradient plus ``N(0, sigma^2 I_d)`` added to
@@ -120,6 +128,7 @@ class DPDDA(BoxConstrained, Algorithm):
         ``B/q`` at every step (as DO-ADP's with k = d; an inactive node's innovation is exactly
         zero, so the node sampling is visible and every step is charged)."""
         m = self.huo_mechanism(problem, iterations, assumptions.gradient_bound)
+        generic_sampler(m)
         n = graph.n if graph is not None else problem.n_agents
         release = Releases("g + nu (added to the dual z)", "gaussian", m.sensitivity("full"),
                            np.full(m.T, self.sigma), m.batch_size / m.q)

@@ -113,9 +113,9 @@ def pld_epsilon(event, delta: float, interval: float, relation: str = "add_remov
 
 def pld_epsilon_public_count(noise_multiplier: float, sampling_prob: float, counts: np.ndarray,
                              weights: np.ndarray, tail: float, delta: float,
-                             interval: float) -> float:
-    """Epsilon at ``delta`` of a Poisson-subsampled Gaussian step (add/remove pair) composed N
-    times, N drawn from a *public*, data-independent law: ``counts`` ascending, ``weights[j]``
+                             interval: float, relation: str = "add_remove") -> float:
+    """Epsilon at ``delta`` of a Poisson-subsampled Gaussian step (the ``relation``'s pair)
+    composed N times, N drawn from a *public*, data-independent law: ``counts`` ascending, ``weights[j]``
     the probability that N lies in ``(counts[j-1], counts[j]]`` (the first bin starting at 0),
     ``tail`` the probability that N exceeds ``counts[-1]``.
 
@@ -133,7 +133,8 @@ def pld_epsilon_public_count(noise_multiplier: float, sampling_prob: float, coun
     if tail >= delta:
         return math.inf
     step = pld_mod.from_gaussian_mechanism(noise_multiplier, sampling_prob=sampling_prob,
-                                           value_discretization_interval=interval)
+                                           value_discretization_interval=interval,
+                                           neighboring_relation=_relation(relation))
     pld, done, mix, mass = None, 0, None, 0.0
     for c, w in zip(counts.tolist(), weights.tolist()):
         more = step.self_compose(c - done) if c - done > 1 else step

@@ -24,9 +24,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import require
+from ..problems.stochastic import SAMPLERS
 from . import dp_accounting_bridge as bridge
 
-SAMPLERS = ("poisson", "fixed")
 METHODS = ("pld", "rdp")
 
 
@@ -59,9 +59,12 @@ def epsilon(noise_multiplier: float, sampler: str, rate: float, steps: int, delt
         return bridge.rdp_epsilon(dpa.SelfComposedDpEvent(step, steps), delta,
                                   extend_orders=True)
 
-    def replace_curve(orders):
-        add_remove = lambda a: bridge.rdp_curve(step, a)           # noqa: E731
-        a = np.asarray(orders, dtype=float)
-        return steps * ((a - 0.5) / (a - 1) * add_remove(2 * a) + add_remove(2 * a - 1))
+    return bridge.rdp_epsilon_of_curve(lambda orders: steps * replace_one_rdp(step, orders),
+                                       delta)
 
-    return bridge.rdp_epsilon_of_curve(replace_curve, delta)
+
+def replace_one_rdp(step, orders) -> np.ndarray:
+    """RDP of one Poisson-subsampled Gaussian ``step`` under replace-one, at ``orders`` > 1: the
+    group-of-two bound through its add-or-remove curve R (module docstring)."""
+    a = np.asarray(orders, dtype=float)
+    return (a - 0.5) / (a - 1) * bridge.rdp_curve(step, 2 * a) + bridge.rdp_curve(step, 2 * a - 1)

@@ -67,9 +67,12 @@ import numpy as np
 from ..errors import ParameterError, require
 from . import dp_accounting_bridge as bridge
 from .composition import calibrate
+from .dp_sgd import SAMPLERS, replace_one_rdp
 from .guarantee import PrivacyGuarantee
 
 ACCOUNTANTS = ("theorem1", "proof", "rdp", "pld")
+#: the accountants that read the paper's sampling without replacement (Lemma 4)
+PAPER_ACCOUNTANTS = ("theorem1", "proof")
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,10 @@ class DOADPStep:
     p: float              # activation probability
     q: int                # local records per agent
     T: int                # iterations
-    batch_size: int = 1   # records per active step (the paper: 1)
+    batch_size: int = 1   # records per active step (the paper: 1; Poisson: the expected one)
+    #: "fixed": B records without replacement (the paper); "poisson": each record independently
+    #: with probability B/q, the sum divided by B (account 3 only)
+    sampler: str = "fixed"
 
     def __post_init__(self) -> None:
         require(self.G > 0 and math.isfinite(self.G), "G", self.G, "0 < G < inf (clipping bound)")
@@ -92,6 +98,7 @@ class DOADPStep:
         require(self.T >= 1, "T", self.T, "T >= 1 iterations")
         require(1 <= self.batch_size <= self.q, "batch_size", self.batch_size,
                 f"1 <= batch_size <= q = {self.q}")
+        require(self.sampler in SAMPLERS, "sampling", self.sampler, f"one of {SAMPLERS}")
 
     def sensitivity(self, kind: str = "topk") -> float:
         """l2 sensitivity of the averaged clipped gradient on the sent coordinates (eq. (6))."""
@@ -103,6 +110,14 @@ class DOADPStep:
     def sampling(self) -> float:
         """Probability that a given record is used in a step: ``p B / q``."""
         return self.p * self.batch_size / self.q
+
+    def require_paper_sampler(self, accountant: str) -> None:
+        """Theorem 1 and its proof amplify through sampling without replacement (Lemma 4): they
+        do not account the Poisson replace-one pair."""
+        require(self.sampler == "fixed" or accountant not in PAPER_ACCOUNTANTS, "accountant",
+                accountant, "'pld' or 'rdp' with sampling='poisson' (Theorem 1 and its proof "
+                "amplify by sampling without replacement, Lemma 4; the Poisson replace-one pair "
+                "is accounted by dp-accounting)")
 
 
 # ---- Theorem 1 ---------------------------------------------------------------------------------
@@ -267,22 +282,34 @@ def dp_accounting_epsilon(sigma: float, delta: float, mech: DOADPStep, method: s
     require(method in ("rdp", "pld"), "method", method, "'rdp' or 'pld'")
     require(activation in ("hidden", "visible"), "activation", activation,
             "'hidden' or 'visible'")
-    z = sigma / mech.sensitivity(sensitivity)
+    # fixed batch: the replace pair is dominated by add-or-remove at the shift 2G/B; Poisson: a
+    # mixture against a mixture whose components lie G/B from the centre (REPLACE_ONE)
+    poisson = mech.sampler == "poisson"
+    relation = "replace_one" if poisson else "add_remove"
+    z = sigma / mech.sensitivity(sensitivity) * (2.0 if poisson else 1.0)
+
+    def step_curve(step, orders):
+        return replace_one_rdp(step, orders) if poisson else bridge.rdp_curve(step, orders)
+
     if activation == "hidden" or mech.p == 1:    # p = 1: no activation to hide or show
-        event = dpa.SelfComposedDpEvent(
-            dpa.PoissonSampledDpEvent(mech.sampling, dpa.GaussianDpEvent(z)), mech.T)
+        step = dpa.PoissonSampledDpEvent(mech.sampling, dpa.GaussianDpEvent(z))
         if method == "rdp":
-            return bridge.rdp_epsilon(event, delta, extend_orders=True)
-        return bridge.fine_enough(lambda disc: bridge.pld_epsilon(event, delta, disc),
+            if poisson:
+                return bridge.rdp_epsilon_of_curve(
+                    lambda orders: mech.T * step_curve(step, orders), delta)
+            return bridge.rdp_epsilon(dpa.SelfComposedDpEvent(step, mech.T), delta,
+                                      extend_orders=True)
+        event = dpa.SelfComposedDpEvent(step, mech.T)
+        return bridge.fine_enough(lambda disc: bridge.pld_epsilon(event, delta, disc, relation),
                                   pld_discretization)
     g = mech.batch_size / mech.q
     if method == "pld":
         counts, weights, tail = active_step_bins(mech.T, mech.p, delta * 1e-3)
         return bridge.fine_enough(lambda disc: bridge.pld_epsilon_public_count(
-            z, g, counts, weights, tail, delta, disc), pld_discretization)
+            z, g, counts, weights, tail, delta, disc, relation), pld_discretization)
 
     def total_visible(orders):
-        base = bridge.rdp_curve(dpa.PoissonSampledDpEvent(g, dpa.GaussianDpEvent(z)), orders)
+        base = step_curve(dpa.PoissonSampledDpEvent(g, dpa.GaussianDpEvent(z)), orders)
         with np.errstate(over="ignore"):
             mixed = np.log1p(mech.p * np.expm1((orders - 1) * base)) / (orders - 1)
         return mech.T * np.where(np.isfinite(mixed), mixed, base)  # overflow: no gain
@@ -318,6 +345,7 @@ def epsilon_of(sigma: float, mech: DOADPStep, accountant: str = "proof", delta0:
     ``delta_hat`` that spends exactly it; ``inf`` when Lemma 4-5's requirements fail),
     ``"rdp"``/``"pld"`` (at ``delta``, which must be given)."""
     require(accountant in ACCOUNTANTS, "accountant", accountant, f"one of {ACCOUNTANTS}")
+    mech.require_paper_sampler(accountant)
     if accountant == "theorem1":
         eps = theorem1_epsilon(sigma, delta0, mech)
         bad = [f for f in theorem1_failures(eps, sigma, delta0, mech) if "sigma" not in f]
@@ -338,6 +366,7 @@ def calibrate_sigma(epsilon: float, mech: DOADPStep, accountant: str = "proof",
     (never above it). ``"theorem1"`` returns the bound (7) itself and raises when another
     hypothesis of Theorem 1 fails."""
     require(epsilon > 0, "epsilon", epsilon, "epsilon > 0")
+    mech.require_paper_sampler(accountant)
     if accountant == "theorem1":
         sigma = theorem1_sigma(epsilon, delta0, mech)
         bad = theorem1_failures(epsilon, sigma, delta0, mech)
@@ -364,8 +393,11 @@ def guarantee(sigma: float, mech: DOADPStep, accountant: str = "theorem1", delta
               delta: float | None = None, name: str = "doadp", **kw) -> PrivacyGuarantee:
     """The per-agent guarantee of a DO-ADP run with noise sigma (all agents share it)."""
     m = mech
+    m.require_paper_sampler(accountant)
+    batch = (f"batch {m.batch_size}" if m.sampler == "fixed" else
+             f"Poisson sampling at rate {m.batch_size}/{m.q} (expected batch {m.batch_size})")
     assumptions = [f"Assumption 2: |grad l_j| <= G/sqrt(d), G = {m.G:g} (per-coordinate clipping)",
-                   f"q = {m.q} records per agent, batch {m.batch_size}, p = {m.p:g}, "
+                   f"q = {m.q} records per agent, {batch}, p = {m.p:g}, "
                    f"k/d = {m.k}/{m.d}", "replace-one adjacency of one record"]
     if accountant == "theorem1":
         eps = theorem1_epsilon(sigma, delta0, m)

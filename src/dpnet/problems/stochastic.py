@@ -62,6 +62,10 @@ def as_clip(clip: Clip | float | None) -> Clip | None:
     return Clip(float(clip), "coordinate")
 
 
+#: how a minibatch is drawn: each record independently, or a fixed number without replacement
+SAMPLERS = ("poisson", "fixed")
+
+
 def sample_indices(rng: Streams, k: int, agents: np.ndarray, m: int, batch_size: int,
                    purpose: str = "sample",
                    device: torch.device | str | None = None) -> torch.Tensor:
@@ -112,9 +116,19 @@ def clipped_grad_sum(problem, X: torch.Tensor, idx: torch.Tensor, weights: torch
 
 def clipped_stochastic_grad(problem, X: torch.Tensor, rng: Streams, k: int, batch_size: int,
                             agents: np.ndarray, purpose: str = "sample",
-                            clip: Clip | None = None) -> torch.Tensor:
-    """``problem.stochastic_grad`` with per-sample clipping; raises when ``clip`` is given and the
-    problem cannot produce per-sample gradients."""
+                            clip: Clip | None = None, sampling: str = "fixed") -> torch.Tensor:
+    """The minibatch mean gradient per agent, each per-sample gradient clipped when ``clip`` is
+    given. ``sampling``: ``"fixed"`` (``batch_size`` records without replacement:
+    ``problem.stochastic_grad``) or ``"poisson"`` (each record independently with probability
+    ``batch_size/m``, the clipped sum divided by the public ``batch_size``; needs ``clip``).
+    Raises when ``clip`` is given and the problem has no per-sample gradients."""
+    require(sampling in SAMPLERS, "sampling", sampling, f"one of {SAMPLERS}")
+    if sampling == "poisson":
+        require(clip is not None, "clip", clip, "a clipping bound with sampling='poisson'")
+        _require_per_sample(problem, clip)
+        idx, included = poisson_indices(rng, k, agents, problem.m, batch_size / problem.m,
+                                        purpose, X.device)
+        return clipped_grad_sum(problem, X, idx, included, clip, agents) / batch_size
     if clip is None:
         return problem.stochastic_grad(X, rng, k, batch_size, agents, purpose)
     _require_per_sample(problem, clip)
