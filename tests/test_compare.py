@@ -3,6 +3,7 @@ every target (never above it, and tight), a hand-computed epsilon, the leaderboa
 columns, every private algorithm either benchmarked or left out with its reason, clear errors."""
 
 import csv
+import json
 import math
 
 import numpy as np
@@ -122,8 +123,11 @@ def test_the_central_and_local_only_anchors_are_listed_beside_the_ranking_not_in
     threat = {r["algorithm"]: r["threat_model"] for r in rows}
     assert threat["dp_sgd_central"].startswith("trusted curator")
     assert threat["dp_sgd_local"].startswith("each agent alone")
-    # the same noise multiplier: the per-record guarantee does not depend on the graph
-    factor = {r["algorithm"]: r["noise_factor"] for r in rows}
+    # the same configuration gets the same noise multiplier: the per-record guarantee does not
+    # depend on the graph
+    config = entries.entry("dp_sgd").search("logistic")[0]
+    factor = {n: compare.calibration("logistic", "a9a", n, config, 4.0, "pld", 40)["noise_factor"]
+              for n in names}
     assert factor["dp_sgd"] == factor["dp_sgd_local"] == factor["dp_sgd_central"]
     assert next(r for r in rows if r["algorithm"] == "dp_sgd_local")["bits_per_agent"] == 0
     text = compare.markdown(rows, "dpnet compare", True, "a9a")
@@ -145,8 +149,26 @@ def test_pooling_keeps_the_global_objective():
 
 def test_every_private_algorithm_is_benchmarked_or_left_out_with_a_reason():
     assert entries.check_complete() == []
-    assert all(len(e.grid) == entries.TRIALS for e in entries.ENTRIES.values())
+    assert all(len(e.grid) == entries.GRID_TRIALS for e in entries.ENTRIES.values())
     assert not set(entries.ENTRIES) & set(entries.left_out())
+
+
+def test_every_search_tries_each_grid_trial_at_each_horizon_and_the_batch_where_it_samples():
+    spec = tasks.task_spec("logistic")
+    assert spec.horizons == (0.25, 1.0) and entries.TRIALS == 8
+    for name, e in entries.ENTRIES.items():
+        configs = e.search("logistic")
+        assert len(configs) == entries.TRIALS
+        assert {c["horizon"] for c in configs} == set(spec.horizons)
+        assert len({json.dumps(c, sort_keys=True) for c in configs}) == entries.TRIALS, name
+    for name in ("doadp", "dp_dda", "dp_sgd", "dp_sgd_local", "dp_sgd_central"):
+        assert {c["batch"] for c in entries.entry(name).search("logistic")} == set(
+            entries.BATCHES), name
+    # a configuration's K: a fraction of the task's K, or of its epochs at its batch
+    assert entries.iterations({"horizon": 0.25}, 1953, 400) == 100
+    assert entries.iterations({}, 1953, 400) == 400
+    assert entries.iterations({"epochs": 6, "batch": 256, "horizon": 1.0}, 5000, 300) == 118
+    assert entries.iterations({"epochs": 6, "batch": 256, "horizon": 0.5}, 5000, 300) == 59
 
 
 def test_unknown_names_and_bad_targets_are_errors():

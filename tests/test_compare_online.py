@@ -198,7 +198,7 @@ def test_the_batch_task_hosts_what_is_sound_and_says_why_not_for_the_rest():
 def test_every_private_algorithm_is_benchmarked_or_left_out_with_a_reason():
     assert entries.check_complete() == []
     assert not set(online.ONLINE) & set(entries.left_out()) and "dp_dda" not in entries.LEFT_OUT
-    assert all(len(entries.entry(n).grid) == entries.TRIALS for n in (*online.ONLINE, "dp_dda"))
+    assert all(len(entries.entry(n).grid) == entries.GRID_TRIALS for n in (*online.ONLINE, "dp_dda"))
 
 
 def test_the_streams_noise_free_yardstick_is_one_pass_dola_with_its_noise_off():

@@ -6,11 +6,13 @@ row re-calibrates the tuned configuration with the tightest accountant dpnet has
 Laplace and Gaussian releases) where that differs. Pure-epsilon and (epsilon, delta) guarantees
 share the epsilon axis at delta = 1e-5 (pure epsilon is (epsilon, 0)).
 
-Tuning protocol, the same for every method: the :data:`~.entries.TRIALS` configurations of its
-grid, each calibrated to the target and run once (seed 100) on the training data, scored on the
-held-out validation split; the best one is then run with ``seeds`` (0, 1, 2) and scored on the
-test split. The horizon is fixed per task. The privacy cost of tuning is **not** charged (as in
-the papers): a tuned row's epsilon covers one run. Every run goes through the experiment engine's
+Tuning protocol, the same for every method: its search (:meth:`~.entries.Entry.search`: each
+trial of its grid, a step size with a noise decay or a batch size, at each of the task's horizons,
+:data:`~.entries.TRIALS` configurations on a task with two), each calibrated to the target at its
+own horizon and run once (seed 100) on the training data, scored on the held-out validation split
+by the ranked utility; the best one is then run with ``seeds`` (0, 1, 2) and scored on the test
+split; publishing the public start x0 is a candidate too. The privacy cost of tuning is **not**
+charged (as in the papers): a tuned row's epsilon covers one run. Every run goes through the experiment engine's
 one cache, so an interrupted comparison resumes run by run.
 """
 

@@ -14,13 +14,16 @@ Mapping (``Delta = 2R/m``, the local-gradient sensitivity of :mod:`dpnet.lab.com
   regulariser included, as in the paper's ``l_i``) is clipped in l2 at ``G = R = 1``, so the
   minibatch sensitivity is ``2G/B`` with sampling rate ``B/m``; the accountants read ``G``.
 
-Every grid has the same number of trials (:data:`TRIALS`): a step size and a noise decay (DO-ADP,
-whose noise does not decay, a momentum factor instead).
+The search, the same for every method: its grid of :data:`GRID_TRIALS` trials (a step size and a
+noise decay; the methods that sample a minibatch, a step size and the batch B) at each of the task's
+horizons (:attr:`~.tasks.TaskSpec.horizons`, fractions of the task's K), :data:`TRIALS`
+configurations in all, each calibrated to the target epsilon at its own horizon and batch.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -41,9 +44,13 @@ DELTA = 1e-5
 #: the threat model of the papers' guarantees and of DP-SGD with gossip: every message is seen
 EAVESDROPPER = "eavesdropper of every message"
 DOADP_BATCH = 16
-#: every method's tuning budget: the number of trials of its grid on every task
-TRIALS = 4
-#: the budget of ``--quick`` (the first trials of each grid)
+#: the batch sizes every minibatch method's grid tries (per agent; the expected one for Poisson)
+BATCHES = (16, 64)
+#: the trials of every method's grid on every task
+GRID_TRIALS = 4
+#: every method's tuning budget on a task with two horizons: each grid trial at each horizon
+TRIALS = GRID_TRIALS * 2
+#: the budget of ``--quick`` (the first configurations of each search)
 QUICK_TRIALS = 2
 #: DO-ADP's grid on the MNIST CNN task (clipping bounds a CNN record's gradient too)
 DOADP_CNN_GRID = tuple({"alpha": a, "beta": 0.5} for a in (0.01, 0.03, 0.1, 0.3))
@@ -78,8 +85,13 @@ class Entry:
         return (task.problem, task.graph, task.x0) if self.setting is None else self.setting(task)
 
     def grid_for(self, task: str) -> tuple[dict[str, float], ...]:
-        """The tuning trials on ``task``."""
+        """The grid's trials on ``task``."""
         return self.task_grids.get(task, self.grid)
+
+    def search(self, task: str) -> tuple[dict[str, float], ...]:
+        """The configurations tuned on ``task``: every grid trial at every horizon of the task."""
+        return tuple({**trial, "horizon": h} for trial in self.grid_for(task)
+                     for h in task_spec(task).horizons)
 
     def accountant_constants(self, task, accountant: str) -> dict[str, float]:
         """The assumptions, delta (which only (epsilon, delta) accountants read) and the
@@ -87,6 +99,14 @@ class Entry:
         pure = accountants.is_pure(accountant)
         return {**self.constants(task), **({} if pure else {"delta": DELTA}),
                 **self.options.get(accountant, {})}
+
+
+def iterations(choice: dict[str, float], m: int, K: int) -> int:
+    """A configuration's horizon: the fraction ``horizon`` (default 1) of its base, which is
+    ``epochs`` passes over the m local records at the expected batch ``batch`` where the trial
+    gives epochs, else the task's K."""
+    base = math.ceil(choice["epochs"] * m / choice["batch"]) if "epochs" in choice else K
+    return max(1, round(choice.get("horizon", 1.0) * base))
 
 
 def _lap(q: float) -> noise.Laplace:
@@ -133,14 +153,16 @@ def _needs_clip(task) -> str | None:
         "per-sample gradients")
 
 
-DP_SGD_GRID = tuple({"lr": lr, "batch": b} for lr in (0.3, 1.0) for b in (16, 64))
-DP_SGD_CNN_GRID = tuple({"lr": lr, "batch": b} for lr in (0.1, 0.3) for b in (16, 64))
+DP_SGD_GRID = tuple({"lr": lr, "batch": b} for lr in (0.3, 1.0) for b in BATCHES)
+#: on mnist_cnn: the practitioner's length (6 epochs; K = 6 m / B follows the batch)
+DP_SGD_CNN_GRID = tuple({"lr": lr, "batch": b, "epochs": 6} for lr in (2.0, 4.0)
+                        for b in (256, 512))
 DP_SGD_MAPPING = ("the practitioner's recipe on the task's record relation directly: Poisson "
                   "sampling at the expected batch B (rate B/m), every record's gradient (the "
                   "regulariser included) clipped in l2 at C = R = 1, Gaussian noise z C on the "
                   "sum, one gossip step (adapt then combine); replace-one accounted exactly by "
                   "dp-accounting's PLD (REPLACE_ONE); grid lr in 0.3, 1 by B in 16, 64; on "
-                  "mnist_cnn lr in 0.1, 0.3")
+                  "mnist_cnn 6 epochs (K = 6 m / B) with lr in 2, 4 by B in 256, 512")
 
 
 def _xie_m(task) -> dict[str, float]:
@@ -152,11 +174,11 @@ ENTRIES: Registry[Entry] = Registry("benchmark entry", "dpnet.lab.compare")
 
 def register(e: Entry) -> Entry:
     """Add an algorithm (modules of this package that benchmark one call this at import); its
-    grid must have :data:`TRIALS` trials, the same count as every other method's."""
+    grid must have :data:`GRID_TRIALS` trials, the same count as every other method's."""
     for grid in (e.grid, *e.task_grids.values()):
-        if len(grid) != TRIALS:
-            raise ParameterError(f"entry {e.name} grid", len(grid), f"{TRIALS} trials, as every "
-                                 "other method's")
+        if len(grid) != GRID_TRIALS:
+            raise ParameterError(f"entry {e.name} grid", len(grid), f"{GRID_TRIALS} trials, as "
+                                 "every other method's")
     return ENTRIES.register(e.name, e, registrant=calling_module())
 
 
@@ -177,17 +199,19 @@ for _e in (
                                           noise_e=1.0, r=t["q"]),
           lambda task: {"adjacency_radius": task.sensitivity}, "ou", "pld",
           "paper 004 Theorem 3: adjacency_radius (the paper's delta) = 2R/m"),
-    Entry("doadp", _grid((0.1, 0.3), "alpha", (0.0, 0.5), "beta"),
-          lambda t, task: algorithms.DOADP(t["alpha"], 0.5, t["beta"], sigma=1.0,
+    Entry("doadp", _grid((0.1, 1.0), "alpha", BATCHES, "batch"),
+          lambda t, task: algorithms.DOADP(t["alpha"], 0.5, t.get("beta", 0.0), sigma=1.0,
                                            clip=Clip(1.0, "l2"),
-                                           batch_size=min(DOADP_BATCH, task.m)),
+                                           batch_size=min(int(t.get("batch", DOADP_BATCH)),
+                                                          task.m)),
           lambda task: {"gradient_bound": 1.0}, "proof", "pld",
-          f"paper 001's own record relation: l2 clipping at G = 1, batch B = {DOADP_BATCH} "
-          "(m if smaller); "
+          "paper 001's own record relation: l2 clipping at G = 1, a fixed batch B in 16, 64 (m "
+          "if smaller) drawn without replacement, alpha in 0.1, 1 without momentum (the old grid "
+          "alpha in 0.1, 0.3 by beta in 0, 0.5 stopped below the step DP-SGD prefers); "
           "Theorem 1 itself certifies only 'some delta' (about 0.04 here), so the default is its "
           "proof's step-by-step accountant at delta = 1e-5 (with the per-step delta0 = 1e-8, so "
-          "that T delta_t stays below it); on mnist_cnn: the same G and B (clipping bounds a CNN "
-          "record's gradient too), alpha in 0.01, 0.03, 0.1, 0.3 with beta = 0.5",
+          "that T delta_t stays below it); on mnist_cnn: batch 16, alpha in 0.01, 0.03, 0.1, "
+          "0.3 with beta = 0.5",
           {"proof": {"delta0": 1e-8}},
           lambda task: None if getattr(task.problem, "supports_clip", False) else
           f"its sensitivity comes from per-sample clipping; {type(task.problem).__name__} has no "

@@ -19,7 +19,7 @@ from ...errors import DPNetError, ParameterError
 from ...runner import run
 from ..store import Run, execute
 from . import entries, tasks
-from .entries import DELTA, ENTRIES, QUICK_TRIALS, TRIALS, entry, run_code
+from .entries import DELTA, ENTRIES, QUICK_TRIALS, entry, run_code
 from .tasks import TASKS, build
 
 EPSILONS = (0.5, 1.0, 2.0, 4.0)
@@ -80,10 +80,11 @@ def _factor(calibrated, unit) -> float:
     return float(np.max(scale[0].scale_at(0, 1)) / np.max(scale[1].scale_at(0, 1)))
 
 
-def _calibrations(task, dataset, pairs, K, jobs, log) -> dict:
-    """(algorithm, params, epsilon, accountant) -> calibration result."""
+def _calibrations(task, dataset, pairs, horizon, jobs, log) -> dict:
+    """(algorithm, params, epsilon, accountant) -> calibration result (``horizon(params)``: the
+    configuration's iterations)."""
     runs = [Run(calibration, dict(task=task, dataset=dataset, algorithm=n, params=p,
-                                  epsilon=eps, accountant=acc, iterations=K,
+                                  epsilon=eps, accountant=acc, iterations=horizon(p),
                                   code=run_code(task, n)))
             for n, p, eps, acc in pairs]
     table = execute(runs, jobs, log)
@@ -91,7 +92,7 @@ def _calibrations(task, dataset, pairs, K, jobs, log) -> dict:
             for (n, p, eps, acc), row in zip(pairs, table.rows)}
 
 
-def _trials(task, dataset, cases, K, seeds, split, jobs, log) -> list[dict]:
+def _trials(task, dataset, cases, horizon, seeds, split, jobs, log) -> list[dict]:
     """One row per (case, seed): the case's calibration and the run's scores."""
     runs, meta = [], []
     for case in cases:
@@ -100,7 +101,8 @@ def _trials(task, dataset, cases, K, seeds, split, jobs, log) -> list[dict]:
             if case["status"] == "ok":
                 runs.append(Run(trial, dict(task=task, dataset=dataset,
                                             algorithm=case["algorithm"], params=case["choice"],
-                                            noise_factor=case["noise_factor"], iterations=K,
+                                            noise_factor=case["noise_factor"],
+                                            iterations=horizon(case["choice"]),
                                             seed=s, split=split,
                                             code=run_code(task, case["algorithm"]))))
     done = iter(execute(runs, jobs, log).rows)
@@ -136,21 +138,27 @@ def compare(tasks: Sequence[str] | None = None, epsilons=EPSILONS,
     for task in tasks or list(TASKS):
         t = build(task, dataset)
         K = t.spec.quick_horizon if quick else t.spec.horizon   # the built task's (as references)
+
+        def horizon(choice, m=t.m, K=K):
+            # quick: every configuration at most the quick horizon (CI runs in minutes)
+            k = entries.iterations(choice, m, K)
+            return min(k, K) if quick else k
+
         why = {n: entries.why_not(t, n) for n in names}
         rows += [_aggregate(task, {"algorithm": n, "accountant": entry(n).default,
                                    "target_epsilon": eps, "choice": {}}, [], why[n])
                  for n in names if why[n] for eps in epsilons]
         names_here = [n for n in names if not why[n]]
-        grid = {n: entry(n).grid_for(task)[: QUICK_TRIALS if quick else TRIALS] for n in names_here}
+        grid = {n: entry(n).search(task)[: QUICK_TRIALS if quick else None] for n in names_here}
         pairs = [(n, p, eps, entry(n).default) for n in names_here for eps in epsilons
                  for p in grid[n]]
-        cal = _calibrations(task, dataset, pairs, K, jobs, log)
+        cal = _calibrations(task, dataset, pairs, horizon, jobs, log)
 
         def case(n, p, eps, acc, cal=cal):
             return {"algorithm": n, "accountant": acc, "target_epsilon": eps, "choice": p,
-                    **cal[n, json.dumps(p, sort_keys=True), eps, acc]}
+                    "iterations": horizon(p), **cal[n, json.dumps(p, sort_keys=True), eps, acc]}
 
-        tuning = _trials(task, dataset, [case(*k) for k in pairs], K, [TUNING_SEED], "val",
+        tuning = _trials(task, dataset, [case(*k) for k in pairs], horizon, [TUNING_SEED], "val",
                          jobs, log)
         # selection reads the validation estimate of the ranked utility; publishing the public
         # start x0 (K = 0, epsilon 0) is always a candidate, so no row ends worse than x0
@@ -173,9 +181,9 @@ def compare(tasks: Sequence[str] | None = None, epsilons=EPSILONS,
         ran = [(n, chosen[n, eps], eps, acc) for n, eps, acc in wanted
                if (n, eps) not in publish_x0]
         cal.update(_calibrations(task, dataset, [k for k in ran if k[3] != entry(k[0]).default],
-                                 K, jobs, log))
+                                 horizon, jobs, log))
         cases = [case(*k) for k in ran]
-        final = _trials(task, dataset, cases, K, seeds, "test", jobs, log)
+        final = _trials(task, dataset, cases, horizon, seeds, "test", jobs, log)
         for c in cases:
             rows.append(_aggregate(task, c, [r for r in final if all(
                 r[k] == c[k] for k in ("algorithm", "accountant", "target_epsilon"))]))
@@ -199,7 +207,7 @@ def _published_x0(task: str, algorithm: str, accountant: str, epsilon: float, st
     """The row of a method whose best tuned run did not beat the public start on validation:
     it publishes x0 (K = 0 steps, nothing released about the data: epsilon 0, no bits)."""
     case = {"algorithm": algorithm, "accountant": accountant, "target_epsilon": epsilon,
-            "choice": {"K": 0}, "certified_epsilon": 0.0, "delta": 0.0}
+            "choice": {}, "iterations": 0, "certified_epsilon": 0.0, "delta": 0.0}
     return _aggregate(task, case, [{"status": "ok", **start, "bits_per_agent": 0.0,
                                     "seconds": 0.0}] * seeds)
 
@@ -214,7 +222,9 @@ def _aggregate(task: str, case: dict, runs: list[dict], inapplicable: str | None
            "target_epsilon": case["target_epsilon"],
            "certified_epsilon": float(case.get("certified_epsilon", math.nan)),
            "delta": float(case.get("delta", math.nan)),
-           "choice": ", ".join(f"{k}={v:g}" for k, v in case["choice"].items()),
+           "choice": ", ".join(f"{k}={v:g}" for k, v in {
+               **case["choice"], **({"K": case["iterations"]} if "iterations" in case else {})
+           }.items()),
            "seeds": len(ok), "noise_factor": float(case.get("noise_factor", math.nan))}
     bad = [r["status"] for r in runs if r.get("status") != "ok"]
     row["status"] = (f"not applicable: {inapplicable}" if inapplicable else

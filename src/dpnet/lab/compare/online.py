@@ -85,8 +85,9 @@ On the stream task the batch methods (every record at every step) are not applic
 (:attr:`~.tasks.Task.exclude`). Horizons: the stream's is one pass, ``min(1953, m)`` (a9a: m =
 1953), quick ``min(200, m)``.
 
-**Grids** (the same :data:`~.entries.TRIALS` = 4 per method: two step sizes times a noise-decay
-or step-decay exponent; quick mode runs the smaller step). The step sizes were placed by a scan
+**Grids** (the same :data:`~.entries.GRID_TRIALS` = 4 per method, each run at every horizon of the
+task: two step sizes times a noise-decay or step-decay exponent, DP-DDA's step times its batch;
+quick mode runs the smaller step). The step sizes were placed by a scan
 over decades (1e-3 .. 3) on a9a at epsilon 1 and 4 on both logistic tasks: every account here
 charges the step times the sensitivity against the noise, so the calibrated noise grows with the
 step, and for Algorithm 1, LDOL, DMOD and DPDO it enters the state at full scale: past a small
@@ -329,8 +330,8 @@ def _dpdo(t: dict, task) -> algorithms.DPDO:
 
 
 def _dp_dda(t: dict, task) -> algorithms.DPDDA:
-    return algorithms.DPDDA(t["beta0"], sigma=1.0, p=t["p"], clip=Clip(1.0, "l2"),
-                            batch_size=min(entries.DOADP_BATCH, task.m), radius=x_star_radius(task))
+    return algorithms.DPDDA(t["beta0"], sigma=1.0, clip=Clip(1.0, "l2"),
+                            batch_size=min(int(t["batch"]), task.m), radius=x_star_radius(task))
 
 
 def _half_difference(task) -> float:
@@ -386,11 +387,12 @@ for _e in (
           "Delta_g = 2 sqrt(D) R / m; summed over all K steps; q = (1 + p)/2; box radius "
           "r* = sqrt(2 ln 2 / lambda) >= ||x*|| (f(0) = ln 2, lambda-strong convexity)",
           inapplicable=lambda task: _why_not(task, needs_radius=True)),
-    Entry("dp_dda", entries._grid((0.1, 0.3), "beta0", (0.5, 1.0), "p"),
+    Entry("dp_dda", entries._grid((0.1, 0.3), "beta0", entries.BATCHES, "batch"),
           _dp_dda, lambda task: {"gradient_bound": 1.0}, "proof", "pld",
-          f"paper 001's record relation: l2 clipping at G = 1, batch B = {entries.DOADP_BATCH} (m if "
-          "smaller), node sampling p, k = d; Huo et al.'s step-by-step accountant at delta = "
-          "1e-5 (delta0 = 1e-8); box radius r* = sqrt(2 ln 2 / lambda) >= ||x*||",
+          "paper 001's record relation: l2 clipping at G = 1, a fixed batch B in 16, 64 (m if "
+          "smaller) drawn without replacement, every node active (p = 1: node sampling is "
+          "visible and only removes releases), k = d; Huo et al.'s step-by-step accountant at "
+          "delta = 1e-5 (delta0 = 1e-8); box radius r* = sqrt(2 ln 2 / lambda) >= ||x*||",
           {"proof": {"delta0": 1e-8}}, _dpdda_why),
 ):
     entries.register(_e)

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import report
 from . import audit, entries
-from .entries import DELTA, ENTRIES, QUICK_TRIALS, TRIALS, entry
+from .entries import DELTA, ENTRIES, GRID_TRIALS, QUICK_TRIALS, entry
 from .leaderboard import COLUMNS, UNRANKED, references
 from .tasks import RELATION, build, task_spec
 
@@ -60,6 +60,13 @@ def ranking(rows: list[dict], task: str, eps: float, role: str = "ranked") -> li
     return sorted(sel, key=lambda r: (r["utility"], r["algorithm"], r["accountant"]))
 
 
+def _budget(rows: list[dict], quick: bool) -> str:
+    """The per-method search size of the tasks in ``rows`` (one number where they agree)."""
+    sizes = sorted({QUICK_TRIALS if quick else GRID_TRIALS * len(task_spec(r["task"]).horizons)
+                    for r in rows})
+    return " or ".join(str(s) for s in sizes) + (" (by task)" if len(sizes) > 1 else "")
+
+
 def markdown(rows: list[dict], command: str, quick: bool, dataset: str | None = None,
              refs: dict[str, dict] | None = None) -> str:
     lines = ["# Privacy-utility leaderboard", "",
@@ -76,8 +83,10 @@ def markdown(rows: list[dict], command: str, quick: bool, dataset: str | None = 
              "broadcast half-steps); for the papers' algorithms it is not (their states hold "
              "clean gradients or tracking variables that no message reveals), so publishing the "
              "ranked model is outside their guarantees.", "",
-             f"**Tuning:** {QUICK_TRIALS if quick else TRIALS} trials per method over its own "
-             "grid, chosen on a validation estimate of the ranked utility (the regularised "
+             f"**Tuning:** {_budget(rows, quick)} configurations per method: each trial of its own "
+             "grid (a step size with a noise decay, or with the batch for the methods that "
+             "sample) at each horizon of the task (fractions of K; the choice column names the "
+             "K run), each calibrated to the target at its own horizon and batch, chosen on a validation estimate of the ranked utility (the regularised "
              "objective's suboptimality on the validation set; the validation gradient norm or "
              "error rate where that is the metric) under the default accountant, then the "
              "reported seeds on the test split; the tightest-accountant row re-calibrates the "

@@ -51,6 +51,9 @@ class TaskSpec:
     #: the neighbouring relation every guarantee on the task is under
     relation: str = dataclasses.field(default=RELATION, metadata=PROSE)
     finite_sum: bool = True    # False: a stream, each record used at one step only
+    #: the horizons every method's search tries, as fractions of its base horizon (the task's
+    #: ``horizon``, or a trial's ``epochs`` over its batch)
+    horizons: tuple[float, ...] = (0.25, 1.0)
 
     @property
     def privacy_unit(self) -> str:
