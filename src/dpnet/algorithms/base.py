@@ -121,6 +121,31 @@ class Algorithm(ABC):
     def iterate(self, state: State) -> torch.Tensor:
         return state["x"]
 
+    # -- what is published (ranked by dpnet compare) ------------------------------------------
+    #: the model the algorithm publishes at the end, as a function of what its guarantee
+    #: covers: ``("state", key)``, the final value of a state variable that is a post-processing
+    #: of the charged releases or of the messages; ``("message", name)``, each agent's last
+    #: broadcast of message ``name`` (the run must keep its transcript, ``record=True``). None:
+    #: not declared (a non-private algorithm publishes its iterate).
+    released: ClassVar[tuple[str, str] | None] = None
+
+    def released_model(self, result) -> np.ndarray:
+        """``(n, d)``: each agent's published model of a finished run (see :attr:`released`)."""
+        if self.released is None:
+            require(not getattr(self, "private", False), "released", None, f"a declared "
+                    f"released model for the private algorithm {self.name}")
+            return np.asarray(result.x)
+        kind, name = self.released
+        if kind == "state":
+            return np.asarray(result.state[name])
+        require(result.transcript is not None, "record", False, f"record=True: {self.name} "
+                f"publishes each agent's last broadcast of {name!r}, read from the transcript")
+        sent = result.transcript.stacked(name, result.x.shape[0])           # (T, n, d), NaN: silent
+        spoke = ~np.isnan(sent[:, :, 0])
+        require(bool(spoke.any(axis=0).all()), "transcript", name, "a broadcast of every agent")
+        last = sent.shape[0] - 1 - np.argmax(spoke[::-1], axis=0)
+        return sent[last, np.arange(sent.shape[1])]
+
     def check_graph(self, graph: Graph) -> None:
         """Raise if the graph does not meet the algorithm's requirement (default: none)."""
 

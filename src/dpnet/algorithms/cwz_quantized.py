@@ -87,6 +87,9 @@ class CWZQuantized(Algorithm):
 
     # -- privacy: accountant "chen_wang_zhang" (below) and the generic ones over mechanism() ---
     default_accountant = "chen_wang_zhang"
+    # released: the state holds a clean gradient step: only the noisy, quantized messages are
+    # covered
+    released = ("message", "x")
     noise_attributes = ("sigma0", "noise")      # the scale and the noise it builds, together
 
     def _releases(self, problem, graph, iterations, assumptions):

@@ -55,6 +55,8 @@ class DiaDSP(Algorithm):
 
     # -- privacy: accountant "xie" (below) and the generic ones over mechanism() -------------
     default_accountant = "xie"
+    # released: the state holds clean gradients and trackers: only the noisy messages are covered
+    released = ("message", "x")
     noise_attributes = ("noise_x", "noise_y")
 
     def mechanism(self, problem, graph, iterations, assumptions):

@@ -115,6 +115,8 @@ class DirectedDPGT(Algorithm):
 
     # -- privacy: accountant "chen_wang_zhang" (below) and the generic ones over mechanism() ---
     default_accountant = "chen_wang_zhang"
+    # released: the state holds clean gradients and trackers: only the noisy messages are covered
+    released = ("message", "x")
     noise_attributes = ("noise_x", "noise_y")
 
     def _lemma5_args(self, graph, iterations: int | None) -> tuple:

@@ -128,6 +128,8 @@ class DOADP(Algorithm):
 
     # -- privacy: accountants "theorem1" (default), "proof", "rdp", "pld" (below) -------------
     default_accountant = "theorem1"
+    # released: the agents' public copies: sums of the messages (with k = d, the states themselves)
+    released = ("state", "x_hat")
     noise_attributes = ("sigma", "_noise")      # the accountants read sigma, the steps _noise
 
     def huo_mechanism(self, problem, iterations: int, gradient_bound: float | None = None

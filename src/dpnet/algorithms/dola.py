@@ -71,6 +71,8 @@ class DOLA(BoxConstrained, Algorithm):
 
     # -- privacy: accountant "li" (below; DMOD: "yuan") and the generic ones ------------------
     default_accountant = "li"
+    # released: the state holds a clean gradient step: only the noisy messages are covered
+    released = ("message", "w")
     noise_attributes = ("noise_scale", "noise")   # the accountant reads noise_scale
 
     def mechanism(self, problem, graph, iterations, assumptions):

@@ -96,6 +96,8 @@ class DPSGD(Algorithm):
 
     # -- privacy: accountants "pld" (default) and "rdp" ---------------------------------------
     default_accountant = "pld"
+    # released: gossip averages of the broadcast half-steps: a function of the messages
+    released = ("state", "x")
     noise_attributes = ("noise_multiplier", "_noise")
 
     def sampling_rate(self, problem) -> float:

@@ -47,7 +47,7 @@ from ..privacy import accountants, huo
 from ..privacy.mechanism import Mechanism, Releases
 from ..problems.stochastic import Clip, as_clip, clipped_stochastic_grad
 from .base import Algorithm, BoxConstrained, Context, State, register
-from .doadp import check_poisson_batch, generic_sampler, minibatch_sampling, huo_account, huo_notes
+from .doadp import check_poisson_batch, generic_sampler, huo_account, huo_notes, minibatch_sampling
 
 
 @register
@@ -105,6 +105,8 @@ class DPDDA(BoxConstrained, Algorithm):
 
     # -- privacy: accountants "proof" (default), "theorem1", "rdp", "pld" (below) -------------
     default_accountant = "proof"
+    # released: a function of the noisy gradients the accountant charges (z sums them)
+    released = ("state", "x_avg")
     noise_attributes = ("sigma", "_noise")      # the accountants read sigma, the steps _noise
 
     def huo_mechanism(self, problem, iterations: int,

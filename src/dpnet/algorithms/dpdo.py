@@ -91,6 +91,8 @@ class DPDO(BoxConstrained, Algorithm):
 
     # -- privacy: accountant "huang" (below) and the generic ones over mechanism() -----------
     default_accountant = "huang"
+    # released: the state holds a clean gradient step: only the noisy messages are covered
+    released = ("message", "y")
     noise_attributes = ("M", "noise")           # the accountant reads M, the steps noise
 
     def gradient_sensitivity(self, problem, gradient_bound: float | None,

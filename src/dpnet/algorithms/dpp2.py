@@ -29,6 +29,7 @@ import numpy as np
 from ..errors import ParameterError, open_interval, positive, require
 from ..noise import Laplace, Noise, none
 from ..privacy import accountants, ou
+from ..rng import Streams
 from .base import Algorithm, Context, State, register
 
 NoiseArg = Noise | float | Sequence[float] | None
@@ -108,8 +109,11 @@ class DPP2(Algorithm):
 
     def eta_at(self, ctx: Context, k: int) -> float:
         """Public eta^k, the same for every agent ("random": one draw per k from the run's seed)."""
+        return self._eta(ctx.rng, k)
+
+    def _eta(self, rng: Streams, k: int) -> float:
         if isinstance(self.eta, str):
-            return float(ctx.rng.uniform("eta", k, np.zeros(1, dtype=np.int64), 1)[0, 0])
+            return float(rng.uniform("eta", k, np.zeros(1, dtype=np.int64), 1)[0, 0])
         if isinstance(self.eta, float):
             return self.eta
         require(k < self.eta.size, "eta", f"sequence of length {self.eta.size}",
@@ -133,6 +137,15 @@ class DPP2(Algorithm):
 
     # -- privacy: accountant "ou" (below) and the generic ones over mechanism() --------------
     default_accountant = "ou"
+    # released: x^k + w^k = y^k - (1 - eta^k) d^k, the noisy model inside the last message y,
+    # where d^k sums the agent's own sent y's (the state's x holds a clean gradient step)
+    released = ("message", "y")
+
+    def released_model(self, result) -> np.ndarray:
+        y = super().released_model(result)                         # y^{K-1}
+        eta = self._eta(Streams(result.seed), result.iterations - 1)
+        d_before = (np.asarray(result.state["d"]) - y) / eta       # d^K = eta d^{K-1} + y^{K-1}
+        return y - (1.0 - eta) * d_before
     noise_attributes = ("noise_w", "noise_e")
 
     def mechanism(self, problem, graph, iterations, assumptions):

@@ -75,6 +75,8 @@ class KangWDDP(Algorithm):
 
     # -- privacy: accountant "kang" (below) and the generic ones over mechanism() ------------
     default_accountant = "kang"
+    # released: the server's average of the noisy messages
+    released = ("state", "x")
     noise_attributes = ("sigma", "noise")       # the scale and the noise it builds, together
 
     def _check(self, iterations, assumptions) -> float:

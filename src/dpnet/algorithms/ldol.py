@@ -88,6 +88,8 @@ class LDOL(BoxConstrained, Algorithm):
 
     # -- privacy: accountant "chen_wang" (below) and the generic ones over mechanism() -------
     default_accountant = "chen_wang"
+    # released: the state holds a clean gradient step: only the noisy messages are covered
+    released = ("message", "y")
     noise_attributes = ("noise", "sigma0")      # as LDPOnline's: sigma0 may be per agent
 
     def mechanism(self, problem, graph, iterations, assumptions):

@@ -125,6 +125,8 @@ class LDPOnline(Algorithm):
 
     # -- privacy: accountant "chen_wang" (below) and the generic ones over mechanism() -------
     default_accountant = "chen_wang"
+    # released: the state holds a clean gradient step: only the noisy messages are covered
+    released = ("message", "y")
     # the accountant reads sigma0, the steps noise; noise first: sigma0 may be one per agent,
     # and a calibration's zero-noise check reads the noise object first
     noise_attributes = ("noise", "sigma0")

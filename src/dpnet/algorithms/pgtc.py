@@ -100,6 +100,8 @@ class PGTC(Algorithm):
 
     # -- privacy: accountant "xie" (below) and the generic ones over mechanism() -------------
     default_accountant = "xie"
+    # released: the public copies: a function of the (noisy, compressed) messages
+    released = ("state", "xc")
     noise_attributes = ("noise_x", "noise_y")
 
     def mechanism(self, problem, graph, iterations, assumptions):

@@ -81,6 +81,8 @@ class PPDC(Algorithm):
 
     # -- privacy: accountant "xie" (below) and the generic ones over mechanism() -------------
     default_accountant = "xie"
+    # released: the public copies: a function of the (noisy, compressed) messages
+    released = ("state", "xc")
     noise_attributes = ("noise_x", "noise_v")
 
     def mechanism(self, problem, graph, iterations, assumptions):

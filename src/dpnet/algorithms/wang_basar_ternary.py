@@ -124,6 +124,8 @@ class WangBasarTernary(Algorithm):
 
     # -- privacy: accountant "wang_basar" (below); no mechanism() (see the module docstring) ---
     default_accountant = "wang_basar"
+    # released: the state holds a clean gradient step: only the quantized messages are covered
+    released = ("message", "x")
     noise_attributes = ("quantizer",)           # its margin b - a, by TernaryDP.scaled
 
 

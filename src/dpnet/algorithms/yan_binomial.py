@@ -104,6 +104,8 @@ class YanBinomial(Algorithm):
 
     # -- privacy: accountant "yan" (below); no mechanism() (see the module docstring) -----------
     default_accountant = "yan"
+    # released: x0 minus the mixed quantized gradients: a function of the messages
+    released = ("state", "x")
     noise_attributes = ("quantizer",)           # its binomial standard deviation, by scaled()
 
 

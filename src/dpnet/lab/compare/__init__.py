@@ -12,8 +12,8 @@ trial of its grid, a step size with a noise decay or a batch size, at each of th
 own horizon and run once (seed 100) on the training data, scored on the held-out validation split
 by the ranked utility; the best one is then run with ``seeds`` (0, 1, 2) and scored on the test
 split; publishing the public start x0 is a candidate too. The privacy cost of tuning is **not**
-charged (as in the papers): a tuned row's epsilon covers one run. Every run goes through the experiment engine's
-one cache, so an interrupted comparison resumes run by run.
+charged (as in the papers): a tuned row's epsilon covers one run. Every run goes through the
+experiment engine's one cache, so an interrupted comparison resumes run by run.
 """
 
 from . import audit, cnn, directed, entries, leaderboard, online, publish, tasks  # noqa: F401  (each registers its own)

@@ -76,9 +76,6 @@ class Entry:
     setting: Callable[[Any], tuple[Any, Any, Any]] | None = None
     #: an anchor row's role ("central", "local-only"): listed beside the ranking, not ranked
     anchor: str | None = None
-    #: whether the ranked model (the average of the agents' final states) is a function of what
-    #: the guarantee covers (the messages; for an anchor, its iterates)
-    model_covered: bool = dataclasses.field(default=False, metadata=PROSE)
 
     def setting_for(self, task) -> tuple[Any, Any, Any]:
         """The problem, graph and start this entry runs on for ``task``."""
@@ -217,14 +214,13 @@ for _e in (
           f"its sensitivity comes from per-sample clipping; {type(task.problem).__name__} has no "
           "per-sample gradients", task_grids={"mnist_cnn": DOADP_CNN_GRID}),
     Entry("dp_sgd", DP_SGD_GRID, _dp_sgd, lambda task: {}, "pld", None, DP_SGD_MAPPING,
-          inapplicable=_needs_clip, task_grids={"mnist_cnn": DP_SGD_CNN_GRID},
-          model_covered=True),
+          inapplicable=_needs_clip, task_grids={"mnist_cnn": DP_SGD_CNN_GRID}),
     Entry("dp_sgd_local", DP_SGD_GRID, _dp_sgd, lambda task: {}, "pld", None,
           "anchor: the same DP-SGD with no communication (every agent trains on its own m "
           "records; the identity graph), the floor that collaboration must beat",
           inapplicable=_needs_clip, task_grids={"mnist_cnn": DP_SGD_CNN_GRID},
           threat_model="each agent alone: nothing is exchanged (its iterates are covered)",
-          setting=_local_only, anchor="local-only", model_covered=True),
+          setting=_local_only, anchor="local-only"),
     Entry("dp_sgd_central", DP_SGD_GRID, _dp_sgd, lambda task: {}, "pld", None,
           "anchor: the same DP-SGD on the pooled data of all agents (one trusted curator, rate "
           "B/m, so the expected batch is n B), the ceiling a decentralized method approaches",
@@ -234,7 +230,7 @@ for _e in (
               f"{type(task.problem).__name__}'s"),
           task_grids={"mnist_cnn": DP_SGD_CNN_GRID},
           threat_model="trusted curator holding every record (its iterates are covered)",
-          setting=_central, anchor="central", model_covered=True),
+          setting=_central, anchor="central"),
 ):
     register(_e)
 

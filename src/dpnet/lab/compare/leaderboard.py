@@ -28,7 +28,8 @@ UNRANKED = ("not applicable", "refused")
 TUNING_SEED = 100
 COLUMNS = ("task", "algorithm", "accountant", "target_epsilon", "certified_epsilon", "delta",
            "utility", "utility_std", "accuracy", "bits_per_agent", "seconds", "noise_factor",
-           "choice", "seeds", "status", "threat_model", "privacy_unit", "role", "model_covered")
+           "choice", "seeds", "status", "threat_model", "privacy_unit", "role", "released",
+           "state_utility")
 
 
 def calibration(task: str, dataset: str | None, algorithm: str, params: dict, epsilon: float,
@@ -54,7 +55,10 @@ def calibration(task: str, dataset: str | None, algorithm: str, params: dict, ep
 
 def trial(task: str, dataset: str | None, algorithm: str, params: dict, noise_factor: float,
           iterations: int, seed: int, split: str, code: str = "") -> dict:
-    """Run one calibrated configuration and score its average iterate on ``split``."""
+    """Run one calibrated configuration and score, on ``split``, the average of what the agents
+    publish (the algorithm's released model: a function of what its guarantee covers) and,
+    beside it, the average of their internal states (``state_utility``, not covered where the
+    two differ)."""
     t = build(task, dataset)
     e = entry(algorithm)
     problem, graph, x0 = e.setting_for(t)
@@ -63,10 +67,16 @@ def trial(task: str, dataset: str | None, algorithm: str, params: dict, noise_fa
     try:
         res = run(alg, problem, graph, iterations, x0=x0, seed=seed,
                   log_every=iterations, reference=None,
+                  record=(alg.released or ("",))[0] == "message",
                   float_bits=32 if getattr(problem, "dtype", None) == torch.float32 else 64)
+        released = alg.released_model(res).mean(axis=0)
     except DPNetError as err:       # a diverging run stops with a message, never NaN
         return {"status": f"diverged: {err}"}
-    return {"status": "ok", **t.utility(res.x.mean(axis=0), split),
+    if not np.all(np.isfinite(released)):
+        return {"status": "diverged: the released model is not finite"}
+    return {"status": "ok", **t.utility(released, split),
+            "state_utility": t.utility(res.x.mean(axis=0), split)["utility"],
+            "released": released_note(alg),
             "bits_per_agent": res.ledger.total / problem.n_agents,
             "seconds": time.perf_counter() - start}
 
@@ -198,8 +208,14 @@ def _who(task: str, algorithm: str) -> dict[str, str]:
     anchor listed beside the ranking)."""
     e = entry(algorithm)
     return {"threat_model": e.threat_model, "privacy_unit": tasks.task_spec(task).privacy_unit,
-            "role": f"anchor: {e.anchor}" if e.anchor else "ranked",
-            "model_covered": e.model_covered}
+            "role": f"anchor: {e.anchor}" if e.anchor else "ranked"}
+
+
+def released_note(alg) -> str:
+    """What a row's ranked model is: the average over agents of what each publishes."""
+    kind, name = alg.released or ("state", "x")
+    return ("the average of the agents' last broadcasts of " + name if kind == "message" else
+            f"the average of the agents' final {name} (a function of the guarded releases)")
 
 
 def _published_x0(task: str, algorithm: str, accountant: str, epsilon: float, start: dict,
@@ -208,8 +224,9 @@ def _published_x0(task: str, algorithm: str, accountant: str, epsilon: float, st
     it publishes x0 (K = 0 steps, nothing released about the data: epsilon 0, no bits)."""
     case = {"algorithm": algorithm, "accountant": accountant, "target_epsilon": epsilon,
             "choice": {}, "iterations": 0, "certified_epsilon": 0.0, "delta": 0.0}
-    return _aggregate(task, case, [{"status": "ok", **start, "bits_per_agent": 0.0,
-                                    "seconds": 0.0}] * seeds)
+    return _aggregate(task, case, [{"status": "ok", **start, "state_utility": start["utility"],
+                                    "released": "the public start x0 (nothing about the data)",
+                                    "bits_per_agent": 0.0, "seconds": 0.0}] * seeds)
 
 
 def _aggregate(task: str, case: dict, runs: list[dict], inapplicable: str | None = None
@@ -238,10 +255,14 @@ def _aggregate(task: str, case: dict, runs: list[dict], inapplicable: str | None
                    utility_std=float(u.std(ddof=1)) if len(u) > 1 else 0.0,
                    accuracy=float(np.mean([float(r["accuracy"]) for r in ok])),
                    bits_per_agent=float(np.mean([r["bits_per_agent"] for r in ok])),
+                   state_utility=float(np.mean([float(r.get("state_utility", r["utility"]))
+                                                for r in ok])),
+                   released=ok[0].get("released", ""),
                    seconds=float(np.mean([r["seconds"] for r in ok])))
     else:
         row.update(utility=math.inf, utility_std=math.nan, accuracy=math.nan,
-                   bits_per_agent=math.nan, seconds=math.nan)
+                   bits_per_agent=math.nan, seconds=math.nan, state_utility=math.nan,
+                   released="")
     return row
 
 
