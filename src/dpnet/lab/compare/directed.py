@@ -57,8 +57,8 @@ records: Lemma 4 credits sampling only through ``C/m``, so fewer records only ad
 task): S2 ``gamma in (0.1, 1)`` x ``alpha = beta in (0.1, 0.5)``; S1 ``gamma in (0.1, 1)`` x
 ``p in (0.2, 0.6)`` (0.2 is the paper's; 0.6 near ``sigma_k ~ Dx[k]^(1/3)``),
 ``alpha = beta = 0.5``; Wang-Basar step ``lambda0 in (0.3, 1)`` x its decay ``u in (0.3, 0.6)``
-(coupling ``0.1/(k+1)^0.55``); CWZ step ``beta0 in (0.1, 0.3)`` x noise growth ``p_sigma in (0, 0.3)`` (coupling ``1/(k+1)^0.3``,
-step decay 0.6).
+(coupling ``0.1/(k+1)^0.55``); CWZ step ``beta0 in (0.1, 0.3)`` x noise growth
+``p_sigma in (0, 0.3)`` (coupling ``1/(k+1)^0.3``, step decay 0.6).
 
 **Horizon and cost.** K = 400 (quick: 80), as the logistic task. Measured on one torch thread:
 one calibrated Algorithm 1 trial 1 s, a Lemma 5 calibration 0.2 s, a PLD one 16-21 s; the full
