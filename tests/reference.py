@@ -936,12 +936,17 @@ def server_sgd(p: Sequence[float], grads: Sequence[Grad], x0: np.ndarray,
 
 def dp_sgd(W: np.ndarray, A: np.ndarray, b: np.ndarray, reg: float, x0: np.ndarray, lr: float,
            z: float, C: float, iterations: int, seed: int = 0, rate: float | None = None,
-           batch_size: int | None = None) -> np.ndarray:
+           batch_size: int | None = None, pairs: list[tuple[int, int]] = (),
+           z_pair: float = 0.0) -> np.ndarray:
     """Decentralized DP-SGD, one agent at a time: agent i's batch (Poisson: record j when its
     uniform ``Streams(seed).uniform("sample", k, [i], m)[0, j] < rate``, normaliser rate * m;
     fixed: :func:`minibatch`, normaliser batch_size), each record's logistic gradient clipped to
     l2 norm C, summed, plus ``z C`` times agent i's Gaussian draw ``"noise"``, divided by the
-    normaliser; half step ``x_i - lr g_i``; then ``x_i = sum_j W_ij half_j``."""
+    normaliser; half step ``x_i - lr g_i``; then ``x_i = sum_j W_ij half_j``.
+
+    DECOR: for the e-th edge ``(i, j)`` of ``pairs`` (i < j), the secret ``z_pair C`` times the
+    Gaussian draw ``"pair_noise"`` keyed by e is added to agent i's sum and subtracted from
+    agent j's."""
     rng, n, m = Streams(seed), W.shape[0], A.shape[1]
     x = [np.asarray(x0[i], dtype=np.float64).copy() for i in range(n)]
     for k in range(iterations):
@@ -955,7 +960,13 @@ def dp_sgd(W: np.ndarray, A: np.ndarray, b: np.ndarray, reg: float, x0: np.ndarr
             for j in chosen:
                 g = -b[i, j] * A[i, j] * _sigmoid(-b[i, j] * (A[i, j] @ x[i])) + reg * x[i]
                 total = total + clip_vector(g, C, "l2")
-            noisy = (total + agent_noise(rng, "noise", k, i, len(x[i]), z * C, "gaussian")) / norm
+            total = total + agent_noise(rng, "noise", k, i, len(x[i]), z * C, "gaussian")
+            for e, (lo, hi) in enumerate(pairs):
+                if i in (lo, hi):
+                    secret = agent_noise(rng, "pair_noise", k, e, len(x[i]), z_pair * C,
+                                         "gaussian")
+                    total = total + (secret if i == lo else -secret)
+            noisy = total / norm
             half.append(x[i] - lr * noisy)
         nbrs = in_neighbours(W)
         x = [_weighted_sum(W, nbrs[i], i, half) for i in range(n)]

@@ -86,11 +86,15 @@ class DPSGD(Algorithm):
         idx = sample_indices(ctx.rng, k, ctx.agents, m, self.batch_size, "sample", device)
         return idx, torch.ones(idx.shape, dtype=ctx.net.dtype, device=device), self.batch_size
 
+    def step_noise(self, ctx: Context, k: int) -> torch.Tensor:
+        """``xi_{i,k}`` of (1), every local agent's row."""
+        return ctx.noise(self._noise, "noise", k)
+
     def step(self, ctx: Context, state: State, k: int) -> State:
         x = state["x"]
         idx, weights, b = self._batch(ctx, k)
         total = clipped_grad_sum(ctx.problem, x, idx, weights, self.clip, ctx.agents)
-        noisy = (total.to(x.dtype) + ctx.noise(self._noise, "noise", k).to(x.dtype)) / b   # (1)
+        noisy = (total.to(x.dtype) + self.step_noise(ctx, k).to(x.dtype)) / b              # (1)
         half = x - self.lr * noisy                                                           # (2)
         return {"x": ctx.net.mix(ctx.net.exchange(half, "x"))}                               # (3)
 
@@ -104,10 +108,14 @@ class DPSGD(Algorithm):
         return self.rate if self.sampling == "poisson" else self.batch_size / problem.m
 
 
-def _account(alg: DPSGD, problem, graph, iterations, assumptions, method: str,
-             pld_discretization: float | None = None) -> PrivacyGuarantee:
+def account(alg: DPSGD, problem, graph, iterations, assumptions, method: str,
+            pld_discretization: float | None = None, multipliers: np.ndarray | None = None,
+            theorem: str = "DP-SGD step", notes: tuple[str, ...] = ()) -> PrivacyGuarantee:
+    """The guarantee of T DP-SGD-like steps whose agent i adds noise of multiplier
+    ``multipliers[i]`` (default: the algorithm's own for every agent) to its clipped sum."""
     if alg.noise_multiplier == 0:
-        return PrivacyGuarantee.none("DP-SGD with noise multiplier 0 adds no noise", iterations)
+        return PrivacyGuarantee.none(f"{alg.name} with noise multiplier 0 adds no noise",
+                                     iterations)
     require(iterations is not None, "iterations", iterations, "a finite horizon T")
     m = getattr(problem, "m", None)
     if m is None:
@@ -115,21 +123,23 @@ def _account(alg: DPSGD, problem, graph, iterations, assumptions, method: str,
                              "local records per agent")
     delta = accountants.required_delta(assumptions, method)
     q = alg.sampling_rate(problem)
-    eps = dp_sgd.epsilon(alg.noise_multiplier, alg.sampling, q, int(iterations), delta, method,
-                         pld_discretization)
+    n = graph.n if graph is not None else problem.n_agents
+    z = np.full(n, alg.noise_multiplier) if multipliers is None else multipliers
+    values, where = np.unique(np.round(z, 12), return_inverse=True)
+    eps = np.array([dp_sgd.epsilon(float(v), alg.sampling, q, int(iterations), delta, method,
+                                   pld_discretization) for v in values])[where]
     relation = ("REPLACE_ONE (Poisson mixture against mixture)" if alg.sampling == "poisson"
                 else "replace-one, dominated by add-or-remove at z/2 (Zhu, Dong & Wang 2022)")
-    n = graph.n if graph is not None else problem.n_agents
     return PrivacyGuarantee.from_per_agent(
-        np.full(n, eps), delta=delta, horizon=int(iterations),
-        theorem=f"DP-SGD step composed {iterations} times, dp-accounting {method.upper()}, "
+        eps, delta=delta, horizon=int(iterations),
+        theorem=f"{theorem} composed {iterations} times, dp-accounting {method.upper()}, "
                 f"{relation}",
         assumptions=(f"per-record l2 clipping at C = {alg.clip.bound:g} (the sensitivity of the "
                      "clipped sum is 2C under replace-one)",
                      f"{alg.sampling} sampling, rate {q:.6g} of m = {m} records per agent",
                      "replace-one adjacency of one record of one agent"),
-        notes=("every message is a post-processing of the noisy clipped sums, so the graph "
-               "does not change the per-record guarantee",))
+        notes=notes or ("every message is a post-processing of the noisy clipped sums, so the "
+                        "graph does not change the per-record guarantee",))
 
 
 @accountants.register(DPSGD, "pld")
@@ -137,11 +147,11 @@ def pld_accountant(alg, problem, graph, iterations, assumptions,
                    pld_discretization: float | None = None):
     """dp-accounting PLD of the T DP-SGD steps under replace-one, at the assumptions' delta
     (given: none is assumed); option pld_discretization."""
-    return _account(alg, problem, graph, iterations, assumptions, "pld", pld_discretization)
+    return account(alg, problem, graph, iterations, assumptions, "pld", pld_discretization)
 
 
 @accountants.register(DPSGD, "rdp")
 def rdp_accountant(alg, problem, graph, iterations, assumptions):
     """dp-accounting RDP of the T DP-SGD steps under replace-one (Poisson: the group-of-two bound
     through add-or-remove), at the assumptions' delta (given: none is assumed)."""
-    return _account(alg, problem, graph, iterations, assumptions, "rdp")
+    return account(alg, problem, graph, iterations, assumptions, "rdp")

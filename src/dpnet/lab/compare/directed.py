@@ -260,6 +260,8 @@ UNDIRECTED_ONLY = {
     "dpp2": "it needs an undirected graph: a symmetric PSD P with null space span(1) (paper 004)",
     "doadp": "it needs a symmetric doubly stochastic W (paper 001, Assumption 3)",
     "dp_sgd": "its gossip step averages with a doubly stochastic W",
+    "decor": "its pairwise secrets live on undirected edges and its gossip step averages with a "
+             "doubly stochastic W",
 }
 
 
