@@ -235,7 +235,7 @@ def test_problem_37_starts_away_from_its_near_stationary_origin():
     assert ref["start"] > 5 * ref["noise_free"]
 
 
-def test_demo_ranks_its_seven_algorithms_at_four_epsilons(tmp_path, capsys):
+def test_demo_ranks_its_algorithms_at_four_epsilons_beside_the_central_ceiling(tmp_path, capsys):
     from dpnet.cli import DEMO_ALGORITHMS
 
     assert main(["demo", "--out", str(tmp_path)]) == 0
@@ -244,8 +244,15 @@ def test_demo_ranks_its_seven_algorithms_at_four_epsilons(tmp_path, capsys):
     assert "best first" in out and " > " not in out      # ranks read as a list, not as a ">"
     with (tmp_path / "leaderboard.csv").open() as fh:
         rows = list(csv.DictReader(fh))
-    assert {r["algorithm"] for r in rows} == set(DEMO_ALGORITHMS) and len(DEMO_ALGORITHMS) == 7
+    assert {r["algorithm"] for r in rows} == set(DEMO_ALGORITHMS) and len(DEMO_ALGORITHMS) == 8
     assert all(float(r["certified_epsilon"]) <= float(r["target_epsilon"]) for r in rows)
+    assert out.count("beside the ranking: central dp_sgd_central[pld]") == 4
+    start = compare.references("logistic", "mushrooms", True)["start"]
+    for line in (ln for ln in out.splitlines() if "worse than the start x0:" in ln):
+        for name in line.split(": ", 1)[1].split(", "):          # "alg[accountant]"
+            alg, acc = name.rstrip("]").split("[")
+            assert any(float(r["utility"]) > start for r in rows
+                       if r["algorithm"] == alg and r["accountant"] == acc)
     assert (tmp_path / "utility-logistic.png").is_file()
 
 

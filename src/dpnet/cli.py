@@ -304,13 +304,25 @@ def _print_rankings(compare, rows, dataset: str | None, quick: bool) -> None:
         for eps in sorted({r["target_epsilon"] for r in rows if r["task"] == task}):
             ranked = compare.ranking(rows, task, eps)
             print(f"  epsilon = {eps:g}: " + ", ".join(
-                f"{r['algorithm']}[{r['accountant']}] {r['utility']:.3g}" for r in ranked))
+                f"{r['algorithm']}[{r['accountant']}] {r['utility']:.3g}"
+                + (" (publishes x0)" if r["released"].startswith("the public start") else "")
+                for r in ranked))
+            worse = [r for r in ranked if r["utility"] > ref["start"]]
+            if worse:
+                print("    worse than the start x0: " + ", ".join(
+                    f"{r['algorithm']}[{r['accountant']}]" for r in worse))
+            anchors = compare.ranking(rows, task, eps, "anchor")
+            if anchors:
+                print("    beside the ranking: " + ", ".join(
+                    f"{r['role'].removeprefix('anchor: ')} {r['algorithm']}[{r['accountant']}] "
+                    f"{r['utility']:.3g}" for r in anchors))
 
 
 #: one or two per paper, each family once: Laplace tracking (000), its compressed dual (000),
 #: double protection (004), subsampled Gaussian (001) and its dual-averaging baseline, per-step
-#: LDP (002)
-DEMO_ALGORITHMS = ("diadsp", "ppdc", "dpp2", "doadp", "dp_dda", "ldp_online", "dp_sgd")
+#: LDP (002); the practitioner's DP-SGD with gossip, and its central ceiling beside the ranking
+DEMO_ALGORITHMS = ("diadsp", "ppdc", "dpp2", "doadp", "dp_dda", "ldp_online", "dp_sgd",
+                   "dp_sgd_central")
 
 
 def cmd_demo(args) -> int:
