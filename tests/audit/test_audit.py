@@ -10,6 +10,7 @@ import torch
 import dpnet
 from dpnet.compression import RandK
 from dpnet.lab.audit import engine as A
+from dpnet.lab.audit import estimators
 from dpnet.noise import Laplace
 from dpnet.rng import Streams
 
@@ -64,14 +65,14 @@ def test_linear_pair_attains_the_adjacency():
 
 
 def test_clopper_pearson_edges_and_coverage():
-    lo, up = A.clopper_pearson(0, 100, 0.05)
+    lo, up = estimators.clopper_pearson(0, 100, 0.05)
     assert lo == 0.0 and up == pytest.approx(1 - 0.05 ** (1 / 100))
-    lo, up = A.clopper_pearson(100, 100, 0.05)
+    lo, up = estimators.clopper_pearson(100, 100, 0.05)
     assert up == 1.0 and lo == pytest.approx(0.05 ** (1 / 100))
     # coverage of the one-sided lower bound by simulation: P(p < lower) <= alpha
     rng = np.random.default_rng(0)
     k = rng.binomial(200, 0.3, size=4000)
-    lo, _ = A.clopper_pearson(k, 200, 0.05)
+    lo, _ = estimators.clopper_pearson(k, 200, 0.05)
     assert np.mean(lo > 0.3) <= 0.05
 
 
@@ -90,10 +91,10 @@ def test_threshold_test_recovers_a_laplace_mechanism():
 
 
 def test_epsilon_delta_bound_subtracts_delta():
-    plain = float(A.epsilon_bound(5000, 10000, 1000, 10000, 0.05))
-    with_delta = float(A.epsilon_bound(5000, 10000, 1000, 10000, 0.05, delta=0.1))
+    plain = float(estimators.epsilon_bound(5000, 10000, 1000, 10000, 0.05))
+    with_delta = float(estimators.epsilon_bound(5000, 10000, 1000, 10000, 0.05, delta=0.1))
     assert 0 < with_delta < plain
-    assert float(A.epsilon_bound(500, 10000, 400, 10000, 0.05, delta=0.2)) == 0.0
+    assert float(estimators.epsilon_bound(500, 10000, 400, 10000, 0.05, delta=0.2)) == 0.0
 
 
 # -- the registered targets ----------------------------------------------------------------------

@@ -61,6 +61,7 @@ from ...registry import Registry, calling_module
 from ...rng import GOLDEN, Streams, purpose_key, splitmix64
 from ...threads import torch_threads
 from .. import report
+from .estimators import epsilon_bound
 
 Features = Callable[[dict[str, np.ndarray]], np.ndarray]
 
@@ -420,28 +421,6 @@ for _name, _cls in (("laplace_llr", LaplaceLLR), ("projection", Projection), ("f
 
 
 # ---- the test ---------------------------------------------------------------------------------
-
-
-def clopper_pearson(k, n, alpha: float) -> tuple[np.ndarray, np.ndarray]:
-    """One-sided Clopper-Pearson bounds at level ``alpha`` each: ``P(p < lower) <= alpha`` and
-    ``P(p > upper) <= alpha`` for ``k`` successes in ``n`` trials (vectorised)."""
-    from scipy.special import betaincinv  # at first use: `dpnet --help` does not pay for it
-
-    k, n = np.asarray(k, dtype=np.float64), np.asarray(n, dtype=np.float64)
-    with np.errstate(invalid="ignore"):
-        lower = np.where(k > 0, betaincinv(np.maximum(k, 1), n - k + 1, alpha), 0.0)
-        upper = np.where(k < n, betaincinv(k + 1, np.maximum(n - k, 1), 1.0 - alpha), 1.0)
-    return lower, upper
-
-
-def epsilon_bound(hits_a, n_a, hits_b, n_b, alpha: float, delta: float = 0.0) -> np.ndarray:
-    """``log((p_A_lower - delta) / p_B_upper)`` (0 when not positive) with one-sided CP bounds at
-    ``alpha/2`` each, so the bound holds with probability ``>= 1 - alpha``."""
-    lo, _ = clopper_pearson(hits_a, n_a, alpha / 2)
-    _, up = clopper_pearson(hits_b, n_b, alpha / 2)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        eps = np.log(np.maximum(lo - delta, 0.0) / up)
-    return np.where(np.isfinite(eps) & (eps > 0), eps, 0.0)
 
 
 @dataclass(frozen=True)
