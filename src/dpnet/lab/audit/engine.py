@@ -101,6 +101,14 @@ class LinearRecords(Problem):
     def local_loss(self, X, agents=None):
         return (self.c[self._agents(agents)].mean(1) * X).sum(dim=1)
 
+    #: per-record gradients exist (the records themselves): DP-SGD's clipping applies
+    supports_clip = True
+
+    def per_sample_grads_at(self, X, idx, agents=None):
+        """``(n, B, d)``: the records ``idx`` of each agent (their gradients at any x)."""
+        rows = torch.from_numpy(self._agents(agents))[:, None].expand_as(idx)
+        return self.c[rows, idx.cpu()].to(X.dtype)
+
     def stochastic_grad(self, X, rng, k, batch_size, agents=None, purpose="sample"):
         a = self._agents(agents)
         idx = sample_indices(rng, k, a, self.m, batch_size, purpose)         # (len(a), B)
