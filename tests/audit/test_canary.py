@@ -65,3 +65,16 @@ def test_a_quick_leaderboard_row_is_audited_at_its_own_horizon():
     assert a["claimed_epsilon"] == pytest.approx(row["certified_epsilon"], rel=1e-9)
     assert not a["violated"] and a["caught_at"] is not None
     assert "GDP estimate" in compare.audit.markdown([a])
+
+
+def test_the_command_line_audits_and_reports_a_silent_reduction_as_a_violation(tmp_path, capsys):
+    from dpnet.cli import main
+
+    argv = ["audit", "--canary", "2", "--iterations", "40", "--rate", "0.05",
+            "--repetitions", "4000", "--out", str(tmp_path), "dp_sgd"]
+    assert main(argv) == 0
+    assert "within claim" in (tmp_path / "canary.md").read_text()
+    assert main([*argv, "--noise-factor", "0.3"]) == 0          # a mutation: reported, not an error
+    assert "VIOLATED" in (tmp_path / "canary.md").read_text()
+    assert main(["audit", "--canary", "2", "dpsgd", "--out", str(tmp_path)]) == 2
+    assert "one of ('dp_sgd', 'decor')" in capsys.readouterr().err
