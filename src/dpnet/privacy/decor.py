@@ -32,11 +32,40 @@ import numpy as np
 from ..errors import require
 
 
-def effective_multipliers(z_cdp: float, z_cor: float, laplacian: np.ndarray) -> np.ndarray:
-    """``z_eff,i`` of every agent (module docstring)."""
+def effective_multipliers(z_cdp: float, z_cor: float, laplacian) -> np.ndarray:
+    """``z_eff,i`` of every agent (module docstring). ``laplacian``: dense or sparse; M is
+    block-diagonal over the graph's connected components, so each component is inverted on its
+    own (components of one size at once), which keeps many small copies of a graph cheap."""
+    from scipy.sparse import coo_array, csgraph, csr_array
+
     require(z_cdp > 0, "noise_multiplier", z_cdp, "z_cdp > 0 (the independent noise: with none, "
             "an agent's pairwise noises sum to a known zero over the graph)")
     require(z_cor >= 0, "pair_multiplier", z_cor, "z_cor >= 0")
-    L = np.asarray(laplacian, dtype=np.float64)
-    M = z_cdp ** 2 * np.eye(L.shape[0]) + z_cor ** 2 * L
-    return 1.0 / np.sqrt(np.diag(np.linalg.inv(M)))
+    L = csr_array(laplacian, dtype=np.float64)
+    n = L.shape[0]
+    _, label = csgraph.connected_components(L, directed=False)
+    size = np.bincount(label)
+    order = np.argsort(label, kind="stable")
+    start = np.concatenate([[0], np.cumsum(size)[:-1]])
+    position = np.empty(n, dtype=np.int64)
+    position[order] = np.arange(n) - start[label[order]]
+    entries = coo_array(L)
+    out = np.empty(n)
+    for s in np.unique(size):
+        require(s <= MAX_COMPONENT, "graph", f"a connected component of {s} agents",
+                f"components of at most {MAX_COMPONENT} agents (a dense inverse each)")
+        comps = np.flatnonzero(size == s)
+        group = np.full(size.size, -1)
+        group[comps] = np.arange(comps.size)
+        keep = group[label[entries.row]] >= 0
+        r, c, v = entries.row[keep], entries.col[keep], entries.data[keep]
+        blocks = np.zeros((comps.size, s, s))
+        blocks[group[label[r]], position[r], position[c]] = v
+        M = z_cor ** 2 * blocks + z_cdp ** 2 * np.eye(s)
+        diag = np.diagonal(np.linalg.inv(M), axis1=1, axis2=2)          # (components, s)
+        out[order[start[comps][:, None] + np.arange(s)]] = 1.0 / np.sqrt(diag)
+    return out
+
+
+#: the largest connected component whose M is inverted densely
+MAX_COMPONENT = 4096
