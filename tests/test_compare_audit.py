@@ -68,5 +68,5 @@ def test_cli_compare_with_audit_writes_the_audit(tmp_path, capsys):
                  "--without-x0", "--audit", "100", "--silent", "--out", str(tmp_path)]) == 0
     text = (tmp_path / "leaderboard.md").read_text()
     assert "## Audit of a sample of calibrated configurations" in text
-    assert "| logistic | dpp2 | ou | 3 | 100 |" in text and "within claim" in text
+    assert "| logistic | dpp2 | ou | record pair | 3 | 100 |" in text and "within claim" in text
     assert (tmp_path / "audit.csv").is_file()

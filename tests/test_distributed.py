@@ -90,6 +90,8 @@ CASES = {
     # Poisson batches: each rank pads to its own largest batch (weights 0 beyond)
     "dp_sgd": lambda n: (dpnet.algorithms.DPSGD(0.2, 0.5, clip=1.0, sampling="poisson", rate=0.3),
                          _samples(n), "undirected"),
+    "decor": lambda n: (dpnet.algorithms.DECOR(0.2, 0.5, 1.5, clip=1.0, sampling="poisson",
+                                               rate=0.3), _samples(n), "undirected"),
     "momentum_dsgd": lambda n: (dpnet.algorithms.MomentumDSGD(alpha=0.05, gamma=0.4, beta=0.3,
                                                               batch_size=2), _samples(n),
                                 "undirected"),
