@@ -147,7 +147,7 @@ def test_a_row_ranks_the_released_model_and_keeps_the_internal_states_utility_be
                           tight="none", publish_start=False)[0]
     assert row["released"] == "the average of the agents' last broadcasts of x"
     t = tasks.build("logistic", "a9a")
-    choice = {k: float(v) for k, v in (p.split("=") for p in row["choice"].split(", "))}
+    choice = compare.leaderboard.choice_of(row)
     alg = entries.entry("diadsp").build(choice, t).noise_scaled(row["noise_factor"])
     res = dpnet.run(alg, t.problem, t.graph, int(choice["K"]), x0=t.x0, seed=0,
                     record=True, reference=None, log_every=10**6)

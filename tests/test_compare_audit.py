@@ -49,6 +49,12 @@ def test_the_sample_takes_each_algorithms_smallest_epsilon_default_row():
              "status": st, "choice": "x=1", "certified_epsilon": e}
             for n in ("diadsp", "doadp") for e in (0.5, 2.0)
             for acc in (entries.entry(n).default, "rdp") for st in ("ok",)]
+    for r, trial in zip(rows, [{"eta": 0.3, "q": 0.95}] * 4 + [{"alpha": 0.1, "batch": 16}] * 4):
+        r["choice"] = ", ".join(f"{k}={v:g}" for k, v in trial.items())
+    # a DP-SGD-type row is audited at every epsilon (its canary audit is cheap)
+    rows += [{"task": "logistic", "algorithm": "dp_sgd", "accountant": "pld", "target_epsilon": e,
+              "status": "ok", "choice": "lr=1, batch=16, horizon=1, K=40", "certified_epsilon": e}
+             for e in (1.0, 2.0)]
     rows.append({"task": "logistic", "algorithm": "dpp2", "accountant": "ou",
                  "target_epsilon": 0.5, "status": "not applicable: x", "choice": "",
                  "certified_epsilon": float("nan")})
@@ -58,7 +64,8 @@ def test_the_sample_takes_each_algorithms_smallest_epsilon_default_row():
                  "certified_epsilon": 0.0})
     picked = audit.sample(rows)
     assert [(r["algorithm"], r["accountant"], r["target_epsilon"]) for r in picked] == [
-        ("diadsp", "xie", 0.5), ("doadp", "proof", 0.5)]
+        ("diadsp", "xie", 0.5), ("doadp", "proof", 0.5), ("dp_sgd", "pld", 1.0),
+        ("dp_sgd", "pld", 2.0)]
     assert len(audit.sample(rows, per_task=1)) == 1
 
 

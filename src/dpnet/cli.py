@@ -273,7 +273,7 @@ def cmd_compare(args, progress: bool = False) -> int:
     command = "dpnet compare " + " ".join(args.argv)
     audits = None
     if args.audit:
-        picked = compare.audit.sample(rows, args.audit_per_task)
+        picked = compare.audit.sample(rows, args.audit_per_task, args.dataset)
         audits = []
         for r in picked:
             audits.append(compare.audit.audit_row(r, args.dataset, args.audit))

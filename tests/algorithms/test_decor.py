@@ -90,7 +90,7 @@ def test_the_whitening_reduction_against_a_direct_two_agent_integration():
 
 def test_the_two_limits_local_dp_sgd_and_one_curator(setup):
     problem, graph, _ = setup
-    L = np.diag(graph.degrees) - graph.adjacency
+    L = graph.matrix("unweighted_laplacian")
     assert np.allclose(decor.effective_multipliers(0.8, 0.0, L), 0.8)
     assert np.allclose(decor.effective_multipliers(0.8, 1e4, L), 0.8 * math.sqrt(N), rtol=1e-6)
     kw = dict(sampling="poisson", rate=0.1)
@@ -126,7 +126,7 @@ def test_effective_multipliers_per_component_of_a_sparse_graph():
     import scipy.sparse as sp
 
     parts = [graphs.ring(4), graphs.circulant(6, offsets=(1, 2)), graphs.ring(4)]
-    Ls = [np.diag(g.degrees) - g.adjacency for g in parts]
+    Ls = [g.matrix("unweighted_laplacian") for g in parts]
     whole = sp.block_diag(Ls, format="csr")
     dense = 1.0 / np.sqrt(np.diag(np.linalg.inv(0.7 ** 2 * np.eye(14) + 2.0 ** 2 * whole.toarray())))
     np.testing.assert_allclose(decor.effective_multipliers(0.7, 2.0, whole), dense, rtol=1e-12)

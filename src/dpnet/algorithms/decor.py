@@ -25,7 +25,6 @@ Calibration scales both multipliers by one factor (their ratio is a choice of th
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 import torch
 
 from ..errors import nonnegative, require
@@ -84,9 +83,8 @@ class DECOR(DPSGD):
 def _account(alg: DECOR, problem, graph, iterations, assumptions, method: str,
              pld_discretization: float | None = None):
     require(graph is not None, "graph", None, "the graph (DECOR's guarantee depends on it)")
-    A = graph.support_matrix
     z = decor.effective_multipliers(alg.noise_multiplier, alg.pair_multiplier,
-                                    sp.diags(np.asarray(A.sum(axis=1)).ravel()) - A)
+                                    graph.sparse("unweighted_laplacian"))
     return account(alg, problem, graph, iterations, assumptions, method, pld_discretization, z,
                    "DECOR step (effective multiplier 1/sqrt((M^-1)_ii), "
                    "M = z_cdp^2 I + z_cor^2 L)",

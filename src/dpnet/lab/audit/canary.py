@@ -79,7 +79,7 @@ def scores(alg: DPSGD, graph, iterations: int, runs: int, seed: int = 0) -> np.n
     state = np.vstack([np.zeros((1, net.n)), (W @ half[:-1].T).T])        # x_t from messages
     y = (state - half) * (q * RECORDS) / alg.lr                           # S + xi, (T, N)
     if is_decor:
-        L = np.diag(graph.degrees) - graph.adjacency
+        L = graph.matrix("unweighted_laplacian")
         M = alg.noise_multiplier ** 2 * np.eye(n) + alg.pair_multiplier ** 2 * L
         w = np.linalg.inv(M)[:, 0]
         s = y.reshape(iterations, 2 * runs, n) @ (w / w[0])               # whitened, agent 0

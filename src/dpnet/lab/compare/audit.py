@@ -46,7 +46,7 @@ from .. import report
 from ..audit import canary
 from ..audit.engine import run_copies, silently_scaled, threshold_test
 from .entries import entry
-from .leaderboard import calibration
+from .leaderboard import calibration, choice_of
 from .tasks import build, task_spec
 
 AUDIT_ITERATIONS = 3
@@ -138,7 +138,7 @@ def audit_row(row: dict, dataset: str | None = None, repetitions: int = 4000,
     """Audit one leaderboard row's configuration (see the module docstring)."""
     require(repetitions >= 20, "repetitions", repetitions, ">= 20")
     t, e = build(row["task"], dataset), entry(row["algorithm"])
-    choice = {k: float(v) for k, v in (p.split("=") for p in row["choice"].split(", "))}
+    choice = choice_of(row)
     built = e.build(choice, t)
     if isinstance(built, DPSGD):
         # DECOR runs the task's graph per copy: the same budget of simulated agents
@@ -192,7 +192,7 @@ def canary_row(row: dict, dataset: str | None, runs: int, seed: int = 0,
                confidence: float = 0.95) -> dict[str, Any]:
     """The canary audit of a DP-SGD-type row at its own horizon K and noise factor."""
     t, e = build(row["task"], dataset), entry(row["algorithm"])
-    choice = {k: float(v) for k, v in (p.split("=") for p in row["choice"].split(", "))}
+    choice = choice_of(row)
     K = int(choice["K"])
     cal = calibration(row["task"], dataset, row["algorithm"], choice, row["target_epsilon"],
                       row["accountant"], K)
@@ -210,10 +210,13 @@ def canary_row(row: dict, dataset: str | None, runs: int, seed: int = 0,
             "violated": a["violated"], "caught_at": a["caught_at"], "seconds": a["seconds"]}
 
 
-def sample(rows: Sequence[dict], per_task: int | None = None) -> list[dict]:
+def sample(rows: Sequence[dict], per_task: int | None = None, dataset: str | None = None
+           ) -> list[dict]:
     """The audited sample: per finite-sum task, each algorithm's default-accountant row at the
-    smallest target epsilon it ran (``per_task`` caps the count). A stream's relation (a record
-    at one step) is not the finite-sum pair :func:`pair` builds: its rows are not audited."""
+    smallest target epsilon it ran (``per_task`` caps the count), and every epsilon of a
+    DP-SGD-type row (its canary audit is cheap; ``dataset``: the rows' LIBSVM dataset, to
+    rebuild their configurations). A stream's relation (a record at one step) is not the
+    finite-sum pair :func:`pair` builds: its rows are not audited."""
     picked = []
     for task in dict.fromkeys(r["task"] for r in rows if task_spec(r["task"]).finite_sum):
         seen = set()
@@ -224,13 +227,15 @@ def sample(rows: Sequence[dict], per_task: int | None = None) -> list[dict]:
             if r["algorithm"] not in seen and (per_task is None or len(seen) < per_task):
                 seen.add(r["algorithm"])
                 picked.append(r)
-            elif r["algorithm"] in seen and r not in picked and _canary(r):
+            elif r["algorithm"] in seen and r not in picked and _canary(r, dataset):
                 picked.append(r)                # cheap: every epsilon of a DP-SGD-type row
     return picked
 
 
-def _canary(row: dict) -> bool:
-    return row["algorithm"] in ("dp_sgd", "decor", "dp_sgd_local", "dp_sgd_central")
+def _canary(row: dict, dataset: str | None) -> bool:
+    """Whether the row's configuration is a DP-SGD-type algorithm (the canary audit's)."""
+    t = build(row["task"], dataset)
+    return isinstance(entry(row["algorithm"]).build(choice_of(row), t), DPSGD)
 
 
 def markdown(audits: Sequence[dict]) -> str:

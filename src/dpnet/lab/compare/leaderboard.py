@@ -229,6 +229,11 @@ def _published_x0(task: str, algorithm: str, accountant: str, epsilon: float, st
                                     "bits_per_agent": 0.0, "seconds": 0.0}] * seeds)
 
 
+def choice_of(row: dict) -> dict[str, float]:
+    """A row's configuration, parsed back from its ``choice`` column (K included)."""
+    return {k: float(v) for k, v in (p.split("=") for p in row["choice"].split(", "))}
+
+
 def _aggregate(task: str, case: dict, runs: list[dict], inapplicable: str | None = None
                ) -> dict[str, Any]:
     """Mean and std over seeds; a row certifies the calibration's (epsilon, delta), and one whose
@@ -255,8 +260,7 @@ def _aggregate(task: str, case: dict, runs: list[dict], inapplicable: str | None
                    utility_std=float(u.std(ddof=1)) if len(u) > 1 else 0.0,
                    accuracy=float(np.mean([float(r["accuracy"]) for r in ok])),
                    bits_per_agent=float(np.mean([r["bits_per_agent"] for r in ok])),
-                   state_utility=float(np.mean([float(r.get("state_utility", r["utility"]))
-                                                for r in ok])),
+                   state_utility=float(np.mean([float(r["state_utility"]) for r in ok])),
                    released=ok[0].get("released", ""),
                    seconds=float(np.mean([r["seconds"] for r in ok])))
     else:
