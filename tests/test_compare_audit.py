@@ -44,7 +44,7 @@ def test_a_calibrated_configuration_is_within_its_claim_and_a_thousandfold_under
     assert out["caught_at"] == 0.001 and out["mutated_audited_epsilon"] > 1.0
 
 
-def test_the_sample_takes_each_algorithms_smallest_epsilon_default_row():
+def test_the_sample_takes_each_algorithms_smallest_epsilon_default_row_and_every_canary_row():
     rows = [{"task": "logistic", "algorithm": n, "accountant": acc, "target_epsilon": e,
              "status": st, "choice": "x=1", "certified_epsilon": e}
             for n in ("diadsp", "doadp") for e in (0.5, 2.0)
@@ -63,8 +63,11 @@ def test_the_sample_takes_each_algorithms_smallest_epsilon_default_row():
                  "target_epsilon": 0.5, "status": "ok", "choice": "K=0 (x0 published)",
                  "certified_epsilon": 0.0})
     picked = audit.sample(rows)
+    # DiaDSP: its default row at its smallest epsilon; DO-ADP's clipped fixed batch and DP-SGD
+    # are covered by the canary audit: every epsilon and every accountant
     assert [(r["algorithm"], r["accountant"], r["target_epsilon"]) for r in picked] == [
-        ("diadsp", "xie", 0.5), ("doadp", "proof", 0.5), ("dp_sgd", "pld", 1.0),
+        ("diadsp", "xie", 0.5), ("doadp", "proof", 0.5), ("doadp", "rdp", 0.5),
+        ("dp_sgd", "pld", 1.0), ("doadp", "proof", 2.0), ("doadp", "rdp", 2.0),
         ("dp_sgd", "pld", 2.0)]
     assert len(audit.sample(rows, per_task=1)) == 1
 

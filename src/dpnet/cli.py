@@ -524,11 +524,13 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--iterations", type=int, default=40, help="horizon of the attack scenarios "
                    "and of --canary")
     s.add_argument("--canary", type=float, default=None, metavar="EPSILON",
-                   help="white-box canary audit of dp_sgd and decor (NAMES, default both) "
-                   "calibrated to EPSILON (delta 1e-5, PLD) on the 10-agent circulant graph; "
+                   help="white-box canary audit of dp_sgd, decor, doadp and dp_dda (NAMES, "
+                   "default all) calibrated to EPSILON (delta 1e-5, PLD) on the 10-agent circulant graph; "
                    "the GDP estimate beside the bound, and the power")
     s.add_argument("--rate", type=float, default=64 / 1953,
-                   help="Poisson sampling rate of --canary (default 64/1953, the a9a task's)")
+                   help="sampling rate of --canary: Poisson for dp_sgd and decor, a fixed "
+                   "batch of rate x m of m = 1953 records for doadp and dp_dda (default "
+                   "64/1953, the a9a task's)")
     s.add_argument("--out", default="audits", help="output folder (default: audits)")
     s.set_defaults(func=cmd_audit)
     return p

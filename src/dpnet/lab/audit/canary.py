@@ -1,31 +1,46 @@
-"""White-box canary audits of DP-SGD-type algorithms (:class:`~dpnet.algorithms.DPSGD` and
-:class:`~dpnet.algorithms.DECOR`): can the audit of a calibrated configuration fail?
+"""White-box canary audits of Gaussian minibatch algorithms: DP-SGD and DECOR
+(:class:`~dpnet.algorithms.DPSGD`, :class:`~dpnet.algorithms.DECOR`), DO-ADP and DP-DDA
+(:class:`~dpnet.algorithms.DOADP`, :class:`~dpnet.algorithms.DPDDA`): can the audit of a calibrated
+configuration fail?
 
 **Canary pair** (Nasr et al., S&P 2021 and USENIX Security 2023): the adversary chooses the
 replaced record. Its gradient is a Dirac canary ``+C e_1`` in world A and ``-C e_1`` in world B
 (the antipodal worst case of the replace-one pair, C the clipping bound); every other record's
-gradient is zero, which the guarantee must survive as it survives any dataset. The problem is
-:class:`~.engine.LinearRecords` with one coordinate (the other coordinates carry no signal and
-independent noise). Sampling rate, noise multiplier(s), clipping and horizon are the audited
-configuration's; its record count only sets the normaliser the adversary divides out.
+gradient is zero, which the guarantee must survive as it survives any dataset. The problem has
+one coordinate: the noise is isotropic and every operation of these algorithms is linear and
+coordinate-wise (DO-ADP's Top-k only with k = d, which is required), so the canary's coordinate
+carries the whole pair. Sampling, noise, clipping and horizon are the audited configuration's.
 
-**Runs as agents.** ``R`` runs per world are ``2R`` copies of the configuration's graph in one
-run, block-diagonal (DP-SGD's per-record guarantee does not depend on the graph, and its copies
-run on the identity; DECOR's does, and runs on copies of the task's graph). Every copy's first
-agent holds the canary.
+**Runs as agents.** ``R`` runs per world are ``2R`` copies in one run. DP-SGD's per-record
+guarantee does not depend on the graph: its copies are single agents on the identity. DECOR's
+does: copies of the task's graph. DO-ADP and DP-DDA send every noisy gradient through a public
+function of the messages, so the eavesdropper recovers agent 0's ``g + theta`` exactly on any
+graph: copies of the two-agent complete graph. Their fixed batch of B of the task's m records
+holds the canary with probability B/m at each step (:class:`~.engine.RecordPair` draws that
+inclusion, the exact law of what the batch mean shows).
 
-**Score** (what the eavesdropper of every message computes): from agent i's broadcast half-step
-``x_{i,t+1/2} = x_{i,t} - (lr/b)(S_{i,t} + xi_{i,t})`` and its state ``x_{i,t}`` (a gossip average
-of messages) it recovers the noisy clipped sum ``y_{i,t} = S_{i,t} + xi_{i,t}``; DECOR's
-correlated noise is whitened for the canary agent, ``s_t = (M^{-1} y_t)_0 / (M^{-1})_00``, which
-is ``S + N(0, z_eff^2 C^2)``. The exact log-likelihood ratio of the sampled mixture,
-``sum_t log((1-q) phi(s_t) + q phi(s_t - C)) - log((1-q) phi(s_t) + q phi(s_t + C))`` in units
-of the noise, is the Neyman-Pearson score.
+**Score** (what the eavesdropper of every message computes): the canary agent's noisy clipped
+gradient at each step, recovered from the messages,
+
+- DP-SGD: ``y_t = S_t + xi_t`` from the broadcast half-step and the state (a gossip average of
+  messages); DECOR's correlated noise whitened for the canary agent,
+  ``s_t = (M^{-1} y_t)_0 / (M^{-1})_00``, which is ``S + N(0, z_eff^2 C^2)``;
+- DO-ADP: ``g + theta = m_{t+1} - beta m_t``, with ``alpha m_{t+1} = x_t - gamma [L x^_t]_0 -
+  x_{t+1}`` from the public copies ``x^`` (an active agent's new state is its copy); an inactive
+  step shows nothing and scores 0 (who is active is seen);
+- DP-DDA: the innovation ``z_{t+1} - [W z_t]_0`` (0 when inactive); the last step's is never
+  sent, so T - 1 steps are scored.
+
+Standardised, ``u_t = y_t / sigma`` with the canary's shift ``a = C / (B sigma)``, the exact
+log-likelihood ratio of the sampled mixture,
+``sum_t log((1-q) phi(u_t) + q phi(u_t - a)) - log((1-q) phi(u_t) + q phi(u_t + a))``, is the
+Neyman-Pearson score.
 
 **Estimators** (:mod:`.estimators`): the Clopper-Pearson lower bound (threshold chosen on half
-the runs, bound on the other half) and the Gaussian-DP fit of the scores (an estimate); the
-**power** is the smallest silent noise reduction (x0.9, 0.7, 0.5, 0.3) whose runs certify more
-than the claim.
+the runs, bound on the other half) at the claim's delta and, given the account's privacy
+profile, at the larger deltas of :data:`PROFILE_DELTAS` (every point of the profile is claimed;
+Bonferroni over the points), and the Gaussian-DP fit of the scores (an estimate); the **power**
+is the smallest silent noise reduction (x0.9, 0.7, 0.5, 0.3) whose runs exceed a claimed point.
 """
 
 from __future__ import annotations
@@ -33,23 +48,41 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from ... import graphs
-from ...algorithms import DECOR, DPSGD
-from ...errors import require
+from ...algorithms import DECOR, DOADP, DPDDA, DPSGD
+from ...errors import ParameterError, require
 from ...runner import RunDiagnosis, run
 from ...threads import torch_threads
 from . import estimators
-from .engine import LinearRecords, silently_scaled, threshold_test
+from .engine import LinearRecords, RecordPair, run_copies, silently_scaled, threshold_test
 
 #: silent noise reductions the power column tries, mildest first
 REDUCTIONS = (0.9, 0.7, 0.5, 0.3)
+#: the deltas besides the claim's at which a profile is audited (``audit(profile=...)``)
+PROFILE_DELTAS = (1e-4, 1e-3, 1e-2)
+#: copies per batch of a DO-ADP / DP-DDA canary audit (bounds the transcript's memory)
+CHUNK = 20_000
 #: records per agent in the audit problem (only the canary's inclusion matters)
 RECORDS = 32
+
+
+#: the algorithms a canary audit covers, by the statistic their messages reveal
+AUDITED = ("dp_sgd", "decor", "doadp", "dp_dda")
+
+
+def covers(alg) -> bool:
+    """Whether a canary audit reproduces ``alg``'s configuration exactly: DP-SGD or DECOR with
+    Poisson sampling, DO-ADP (k = d) or DP-DDA with a clipped fixed batch."""
+    if isinstance(alg, DPSGD):
+        return alg.sampling == "poisson"
+    return (isinstance(alg, DOADP | DPDDA) and alg.sampling == "fixed"
+            and getattr(alg, "k", None) is None and alg.clip is not None)
 
 
 def _copies(graph, copies: int, decor: bool):
@@ -60,8 +93,8 @@ def _copies(graph, copies: int, decor: bool):
     return graphs.from_weights(W, name=f"{copies} copies of {graph.name}"), graph.n
 
 
-def scores(alg: DPSGD, graph, iterations: int, runs: int, seed: int = 0) -> np.ndarray:
-    """``(2, runs)``: the canary LLR score of every run in world A (row 0) and B (row 1)."""
+def _dp_sgd_sums(alg: DPSGD, graph, iterations: int, runs: int, seed: int):
+    """DP-SGD / DECOR: ``(u, a, q)``, the standardised noisy clipped sums ``(T, 2 runs)``."""
     require(alg.sampling == "poisson", "sampling", alg.sampling, "'poisson' (the canary audit "
             "reproduces the rate exactly; a fixed batch's B/m needs the task's m)")
     is_decor = isinstance(alg, DECOR)
@@ -86,35 +119,117 @@ def scores(alg: DPSGD, graph, iterations: int, runs: int, seed: int = 0) -> np.n
         sigma = C / math.sqrt(w[0])
     else:
         s, sigma = y, alg.noise_multiplier * C
-    u, a = s / sigma, C / sigma
+    return s / sigma, C / sigma, -C / sigma, q
+
+
+def _huo_gradients(alg: DOADP | DPDDA, iterations: int, runs: int, seed: int, records: int):
+    """DO-ADP / DP-DDA: ``(u, a_A, a_B, q)``, agent 0's noisy gradients ``g + theta`` recovered
+    from the messages, standardised and centred on the other records' mean, ``(T, 2 runs)``
+    (``T - 1`` for DP-DDA), NaN where the agent was inactive."""
+    require(alg.sampling == "fixed", "sampling", alg.sampling, "'fixed' (the canary's inclusion "
+            "is drawn as one Bernoulli of rate B/m; a Poisson batch would draw all m records)")
+    require(getattr(alg, "k", None) is None, "k", getattr(alg, "k", None), "None (Top-k "
+            "with k < d is not coordinate-wise: its canary pair is not one coordinate)")
+    require(alg.clip is not None, "clip", alg.clip, "a clipping bound (the canary's norm)")
+    require(alg.batch_size <= records, "records", records,
+            f">= batch_size = {alg.batch_size} (the task's m local records)")
+    C, B, sigma = alg.clip.bound, alg.batch_size, alg.sigma
+    pair = [RecordPair(2, records, np.ones(1), C, sign, 0.0, rest=1.0) for sign in (1.0, -1.0)]
+    net = graphs.complete(2)
+    seeds, world = seed * 2 * runs + np.arange(2 * runs), np.repeat([0, 1], runs)
+    y = np.concatenate([_recovered(alg, run_copies(alg, pair, net, iterations, np.zeros(1),
+                                                   seeds[c:c + CHUNK], world[c:c + CHUNK]),
+                                   net.matrix("W"), C, sigma)
+                        for c in range(0, 2 * runs, CHUNK)], axis=1)
+    # the other B - 1 (or B) records add C; the canary moves the mean by 0 (A) or -2C/B (B)
+    return (y - C) / sigma, 0.0, -2 * C / (B * sigma), B / records
+
+
+def _recovered(alg: DOADP | DPDDA, views: dict[str, np.ndarray], W: np.ndarray, C: float,
+               sigma: float) -> np.ndarray:
+    """Agent 0's ``g + theta`` of every copy, ``(T, copies)``, from the messages alone."""
+    if isinstance(alg, DPDDA):
+        z = views["z"][..., 0]                                            # (copies, T, 2)
+        y = (z[:, 1:, 0] - z[:, :-1] @ W[0]).T                            # (T - 1, copies)
+        # an inactive node's innovation is exactly 0 (up to the rounding of the re-mixing)
+        y[np.abs(y) <= 1e-9 * max(C, sigma)] = np.nan
+        return y
+    s = views["s"][..., 0]                                                # (copies, T, 2)
+    L = np.eye(2) - W
+    copies = np.zeros_like(s[:, 0])               # x^_t of both agents, sums of the messages
+    x = np.zeros(s.shape[0])                      # agent 0's state x_t (x_0 public)
+    m = np.zeros_like(x)
+    y = np.full((s.shape[1], s.shape[0]), np.nan)
+    for t in range(s.shape[1]):
+        sent = s[:, t, 0]
+        active = ~np.isnan(sent)
+        kept = x - alg.gamma * (copies @ L[0])                            # (5b) without the step
+        x_next = np.where(active, copies[:, 0] + np.nan_to_num(sent), kept)
+        m_next = np.where(active, (kept - x_next) / alg.alpha, alg.beta * m)
+        y[t, active] = (m_next - alg.beta * m)[active]
+        copies, x, m = copies + np.nan_to_num(s[:, t]), x_next, m_next
+    return y
+
+
+def scores(alg, graph, iterations: int, runs: int, seed: int = 0,
+           records: int | None = None) -> np.ndarray:
+    """``(2, runs)``: the canary LLR score of every run in world A (row 0) and B (row 1);
+    ``records``: the task's m local records (DO-ADP, DP-DDA: their rate is B/m)."""
+    if isinstance(alg, DPSGD):
+        u, a_A, a_B, q = _dp_sgd_sums(alg, graph, iterations, runs, seed)
+    elif isinstance(alg, DOADP | DPDDA):
+        require(records is not None, "records", records, f"the task's m local records "
+                f"({alg.name} samples B of them)")
+        u, a_A, a_B, q = _huo_gradients(alg, iterations, runs, seed, records)
+    else:
+        raise ParameterError("algorithm", alg.name, f"one of {AUDITED} (a canary audit)")
     skip = math.log1p(-q) if q < 1 else -math.inf        # the canary's slot not sampled
-    llr = (np.logaddexp(skip - u ** 2 / 2, math.log(q) - (u - a) ** 2 / 2)
-           - np.logaddexp(skip - u ** 2 / 2, math.log(q) - (u + a) ** 2 / 2))
-    total = llr.sum(axis=0)                                               # (2 runs,)
+    llr = (np.logaddexp(skip - u ** 2 / 2, math.log(q) - (u - a_A) ** 2 / 2)
+           - np.logaddexp(skip - u ** 2 / 2, math.log(q) - (u - a_B) ** 2 / 2))
+    total = np.nansum(llr, axis=0)             # (2 runs,); an unobserved step (NaN) scores 0
     return np.stack([total[:runs], total[runs:]])
 
 
-def audit(alg: DPSGD, graph, iterations: int, claim: float, delta: float, runs: int = 2000,
-          seed: int = 0, confidence: float = 0.95, power: bool = True) -> dict[str, Any]:
+def audit(alg, graph, iterations: int, claim: float, delta: float, runs: int = 2000,
+          seed: int = 0, confidence: float = 0.95, power: bool = True,
+          records: int | None = None,
+          profile: Callable[[float], float] | None = None) -> dict[str, Any]:
     """The canary audit of a calibrated configuration against its ``claim`` (epsilon at
     ``delta``): the CP lower bound, the GDP estimate and, with ``power``, the smallest silent
-    noise reduction caught."""
-    start = time.perf_counter()
-    with torch_threads(1):
-        def bound(factor: float) -> tuple[float, dict]:
-            a = alg if factor == 1.0 else silently_scaled(alg, factor)
-            sa, sb = scores(a, graph, iterations, runs, seed)
-            test = threshold_test(sa[:, None], sb[:, None], confidence, delta, "projection")
-            return test["epsilon"], estimators.gdp_fit_epsilon(sa, sb, delta)
+    noise reduction caught.
 
-        lower, gdp = bound(1.0)
+    ``profile``: the same account's epsilon at another delta. A claim at ``delta`` is one point
+    of the accountant's privacy profile, and every point of it is claimed; the runs test the
+    points at :data:`PROFILE_DELTAS` too (Bonferroni over all points tested), where a few
+    thousand runs resolve the events: a subsampled mechanism's under-reported profile is seen
+    there long before its 1e-5 tail is."""
+    start = time.perf_counter()
+    points = [(delta, claim)] + ([(d, profile(d)) for d in PROFILE_DELTAS if d > delta]
+                                 if profile is not None else [])
+    level = 1 - (1 - confidence) / len(points)
+    with torch_threads(1):
+        def bound(factor: float) -> tuple[list[float], np.ndarray, np.ndarray]:
+            a = alg if factor == 1.0 else silently_scaled(alg, factor)
+            sa, sb = scores(a, graph, iterations, runs, seed, records)
+            return [threshold_test(sa[:, None], sb[:, None], level, d, "projection")["epsilon"]
+                    for d, _ in points], sa, sb
+
+        def exceeds(audited: list[float]) -> bool:
+            return any(e > c for e, (_, c) in zip(audited, points))
+
+        audited, sa, sb = bound(1.0)
+        gdp = estimators.gdp_fit_epsilon(sa, sb, delta)
         caught = None
         if power:
             for f in REDUCTIONS:
-                if bound(f)[0] > claim:
+                if exceeds(bound(f)[0]):
                     caught = f
                     break
-    return {"claimed": claim, "lower_bound": lower, "gdp_estimate": gdp["epsilon"],
-            "gdp_mu": gdp["mu"], "ratio": lower / claim if claim > 0 else math.nan,
-            "runs": runs, "iterations": iterations, "violated": lower > claim,
-            "caught_at": caught, "seconds": time.perf_counter() - start}
+    worst = max(range(len(points)), key=lambda i: audited[i] - points[i][1])
+    return {"claimed": claim, "lower_bound": audited[0], "gdp_estimate": gdp["epsilon"],
+            "gdp_mu": gdp["mu"], "ratio": audited[0] / claim if claim > 0 else math.nan,
+            "profile": [{"delta": d, "claimed": c, "audited": e}
+                        for (d, c), e in zip(points, audited)],
+            "worst_delta": points[worst][0], "runs": runs, "iterations": iterations,
+            "violated": exceeds(audited), "caught_at": caught,
+            "seconds": time.perf_counter() - start}

@@ -56,7 +56,7 @@ from ...network import BitLedger, Network
 from ...noise import Noise
 from ...privacy.guarantee import PrivacyGuarantee
 from ...problems.base import Problem
-from ...problems.stochastic import sample_indices
+from ...problems.stochastic import as_clip, sample_indices
 from ...registry import Registry, calling_module
 from ...rng import GOLDEN, Streams, purpose_key, splitmix64
 from ...threads import torch_threads
@@ -121,6 +121,60 @@ class LinearRecords(Problem):
 
     def gradient_bound(self) -> float:
         return float(torch.linalg.vector_norm(self.c, dim=2).max())
+
+
+class RecordPair(Problem):
+    """``m`` records per agent; record 0 of agent ``agent`` has the constant per-record gradient
+    ``sign R u``, every other record of that agent ``rest R u`` (``rest`` 0 or 1), every record
+    of the other agents 0: ``grad f_i = (sign + rest (m - 1)) R u / m`` for that agent.
+
+    A minibatch of B distinct records holds record 0 with probability ``B/m``, drawn here as that
+    one Bernoulli ``b`` (the exact law of what the mean can show, since the other records are all
+    alike), and averages to ``(b sign + (B - b) rest) R u / B``. With ``rest = 0`` the replace
+    pair ``sign = +-1`` is a mixture against a mixture; with ``rest = 1`` world A's mean is
+    ``R u`` whether or not the record is drawn and world B's drops by ``2 R u / B`` when it is: the
+    add-or-remove pair at sensitivity ``2R/B``, the worst case of a fixed batch under replace-one
+    (the record's inclusion decides how many others are drawn)."""
+
+    name = "record_pair"
+    supports_clip = True
+
+    def __init__(self, n_agents: int, m: int, u: np.ndarray, R: float, sign: float,
+                 smoothness: float, agent: int = 0, rest: float = 0.0) -> None:
+        require(rest in (0.0, 1.0), "rest", rest, "0 or 1 (the other records' gradient, in R u)")
+        self.n_agents, self.m, self.dim = int(n_agents), int(m), int(u.size)
+        self.record = torch.as_tensor(sign * R * u, dtype=torch.float64)
+        self.others = torch.as_tensor(rest * R * u, dtype=torch.float64)
+        self.agent, self._L = int(agent), float(smoothness)
+
+    def _rows(self, agents, X):
+        a = self._agents(agents)
+        return a, X.new_zeros(X.shape), torch.from_numpy(a == self.agent)
+
+    def grad(self, X, agents=None):
+        _, out, hit = self._rows(agents, X)
+        out[hit] = (self.record + (self.m - 1) * self.others) / self.m
+        return out
+
+    def local_loss(self, X, agents=None):
+        return (self.grad(X, agents) * X).sum(dim=1)       # linear: f_i(x) = grad f_i^T x
+
+    def stochastic_grad(self, X, rng, k, batch_size, agents=None, purpose="sample", clip=None):
+        a, out, hit = self._rows(agents, X)
+        drawn = torch.from_numpy(rng.bernoulli(purpose, k, a, batch_size / self.m)) & hit
+        clip = as_clip(clip)
+        g, o = ((self.record, self.others) if clip is None else
+                clip.apply(torch.stack([self.record, self.others])))
+        out[hit] = o
+        out[drawn] = (g + (batch_size - 1) * o) / batch_size
+        return out
+
+    @property
+    def smoothness(self) -> float:
+        return self._L
+
+    def gradient_bound(self) -> float:
+        return float((self.record + (self.m - 1) * self.others).norm()) / self.m
 
 
 def linear_pair(n: int, dim: int = 1, agent: int = 0, M: float = 1.0,

@@ -21,10 +21,12 @@ number of runs reaches the tail events where a d-dimensional Laplace mechanism's
 peaks, and the theorems' epsilons sum a worst case over every iteration that a single record
 pair realises only at the first.
 
-DP-SGD-type rows (``dp_sgd``, ``decor`` and the DP-SGD anchors) get the white-box canary audit
-of :mod:`dpnet.lab.audit.canary` instead: at the row's own horizon and noise, with a Dirac
-gradient canary, the exact likelihood-ratio score, at least :data:`CANARY_RUNS` runs per world
-(they are cheap), the Gaussian-DP estimate beside the bound, and the finer mutations of
+Rows the canary audit covers (``dp_sgd``, ``decor`` and the DP-SGD anchors; ``doadp`` and
+``dp_dda`` with their clipped fixed batch) get the white-box canary audit of
+:mod:`dpnet.lab.audit.canary` instead, at every epsilon and accountant: at the row's own
+horizon and noise, with a Dirac gradient canary, the exact likelihood-ratio score, at least
+:data:`CANARY_RUNS` runs per world (they are cheap), the claim's privacy profile at larger
+deltas, the Gaussian-DP estimate beside the bound, and the finer mutations of
 :data:`~dpnet.lab.audit.canary.REDUCTIONS`.
 """
 
@@ -35,16 +37,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import torch
 
-from ...algorithms import DECOR, DPSGD
+from ...algorithms import DECOR
 from ...errors import require
-from ...problems.base import Problem
-from ...problems.stochastic import as_clip
 from ...threads import torch_threads
 from .. import report
 from ..audit import canary
-from ..audit.engine import run_copies, silently_scaled, threshold_test
+from ..audit.engine import RecordPair, run_copies, silently_scaled, threshold_test
 from .entries import entry
 from .leaderboard import calibration, choice_of
 from .tasks import build, task_spec
@@ -59,50 +58,6 @@ MUTATIONS = (0.1, 0.01, 0.001)
 #: which runs the whole graph per copy, gets the same number of simulated agents (2,000 runs of
 #: 10 agents: about 100 s per bound at K = 400 instead of 80 min)
 CANARY_RUNS = 20_000
-
-
-class RecordPair(Problem):
-    """``m`` records per agent; record 0 of agent ``agent`` has the constant per-record gradient
-    ``sign R u``, every other record gradient 0: ``grad f_i = sign R u / m`` for that agent and 0
-    for the others. A minibatch of B distinct records holds record 0 with probability ``B/m``
-    (drawn here as that one Bernoulli, the exact law of what the mean can show, since every other
-    record contributes 0), and then averages to ``sign R u / B``."""
-
-    name = "record_pair"
-    supports_clip = True
-
-    def __init__(self, n_agents: int, m: int, u: np.ndarray, R: float, sign: float,
-                 smoothness: float, agent: int = 0) -> None:
-        self.n_agents, self.m, self.dim = int(n_agents), int(m), int(u.size)
-        self.record = torch.as_tensor(sign * R * u, dtype=torch.float64)
-        self.agent, self._L = int(agent), float(smoothness)
-
-    def _rows(self, agents, X):
-        a = self._agents(agents)
-        return a, X.new_zeros(X.shape), torch.from_numpy(a == self.agent)
-
-    def grad(self, X, agents=None):
-        _, out, hit = self._rows(agents, X)
-        out[hit] = self.record / self.m
-        return out
-
-    def local_loss(self, X, agents=None):
-        return (self.grad(X, agents) * X).sum(dim=1)       # linear: f_i(x) = grad f_i^T x
-
-    def stochastic_grad(self, X, rng, k, batch_size, agents=None, purpose="sample", clip=None):
-        a, out, hit = self._rows(agents, X)
-        drawn = torch.from_numpy(rng.bernoulli(purpose, k, a, batch_size / self.m)) & hit
-        g = self.record if as_clip(clip) is None else as_clip(clip).apply(
-            self.record[None, None, :])[0, 0]
-        out[drawn] = g / batch_size
-        return out
-
-    @property
-    def smoothness(self) -> float:
-        return self._L
-
-    def gradient_bound(self) -> float:
-        return float(self.record.norm()) / self.m
 
 
 def pair(task) -> tuple[RecordPair, RecordPair]:
@@ -140,7 +95,7 @@ def audit_row(row: dict, dataset: str | None = None, repetitions: int = 4000,
     t, e = build(row["task"], dataset), entry(row["algorithm"])
     choice = choice_of(row)
     built = e.build(choice, t)
-    if isinstance(built, DPSGD):
+    if canary.covers(built):
         # DECOR runs the task's graph per copy: the same budget of simulated agents
         per_copy = e.setting_for(t)[1].n if isinstance(built, DECOR) else 1
         return canary_row(row, dataset, max(repetitions, CANARY_RUNS // per_copy), seed,
@@ -190,7 +145,8 @@ def audit_row(row: dict, dataset: str | None = None, repetitions: int = 4000,
 
 def canary_row(row: dict, dataset: str | None, runs: int, seed: int = 0,
                confidence: float = 0.95) -> dict[str, Any]:
-    """The canary audit of a DP-SGD-type row at its own horizon K and noise factor."""
+    """The canary audit of a row at its own horizon K and noise factor, against the row's
+    claim and its accountant's privacy profile at the larger deltas."""
     t, e = build(row["task"], dataset), entry(row["algorithm"])
     choice = choice_of(row)
     K = int(choice["K"])
@@ -202,40 +158,50 @@ def canary_row(row: dict, dataset: str | None, runs: int, seed: int = 0,
     if cal["status"] != "ok":
         return {**out, "status": cal["status"]}
     alg = e.build(choice, t).noise_scaled(cal["noise_factor"])
-    _, graph, _ = e.setting_for(t)
+    problem, graph, _ = e.setting_for(t)
+    constants = e.accountant_constants(t, row["accountant"])
+
+    def profile(delta: float) -> float:
+        return alg.privacy(problem, graph, K, accountant=row["accountant"],
+                           **{**constants, "delta": delta}).epsilon
+
     a = canary.audit(alg, graph, K, cal["certified_epsilon"], cal["delta"], runs, seed,
-                     confidence)
+                     confidence, records=t.m, profile=profile)
     return {**out, "status": "ok", "claimed_epsilon": a["claimed"], "delta": cal["delta"],
             "audited_epsilon": a["lower_bound"], "gdp_estimate": a["gdp_estimate"],
-            "violated": a["violated"], "caught_at": a["caught_at"], "seconds": a["seconds"]}
+            "profile": a["profile"], "violated": a["violated"], "caught_at": a["caught_at"],
+            "seconds": a["seconds"]}
 
 
 def sample(rows: Sequence[dict], per_task: int | None = None, dataset: str | None = None
            ) -> list[dict]:
     """The audited sample: per finite-sum task, each algorithm's default-accountant row at the
-    smallest target epsilon it ran (``per_task`` caps the count), and every epsilon of a
-    DP-SGD-type row (its canary audit is cheap; ``dataset``: the rows' LIBSVM dataset, to
-    rebuild their configurations). A stream's relation (a record at one step) is not the
-    finite-sum pair :func:`pair` builds: its rows are not audited."""
+    smallest target epsilon it ran (``per_task`` caps the number of algorithms), and every
+    epsilon and accountant of a row the canary audit covers (it is cheap and near-tight;
+    ``dataset``: the rows' LIBSVM dataset, to rebuild their configurations). A stream's relation
+    (a record at one step) is not the finite-sum pair :func:`pair` builds: its rows are not
+    audited."""
     picked = []
     for task in dict.fromkeys(r["task"] for r in rows if task_spec(r["task"]).finite_sum):
         seen = set()
         for r in sorted((r for r in rows if r["task"] == task and r["status"] == "ok"
-                         and r["accountant"] == entry(r["algorithm"]).default
                          and r["certified_epsilon"] > 0),       # x0 published: nothing to audit
-                        key=lambda r: (r["target_epsilon"], r["algorithm"])):
+                        key=lambda r: (r["target_epsilon"], r["algorithm"], r["accountant"])):
+            covered = _canary(r, dataset)
+            if not covered and r["accountant"] != entry(r["algorithm"]).default:
+                continue
             if r["algorithm"] not in seen and (per_task is None or len(seen) < per_task):
                 seen.add(r["algorithm"])
                 picked.append(r)
-            elif r["algorithm"] in seen and r not in picked and _canary(r, dataset):
-                picked.append(r)                # cheap: every epsilon of a DP-SGD-type row
+            elif r["algorithm"] in seen and covered:
+                picked.append(r)
     return picked
 
 
 def _canary(row: dict, dataset: str | None) -> bool:
-    """Whether the row's configuration is a DP-SGD-type algorithm (the canary audit's)."""
+    """Whether the canary audit covers the row's configuration."""
     t = build(row["task"], dataset)
-    return isinstance(entry(row["algorithm"]).build(choice_of(row), t), DPSGD)
+    return canary.covers(entry(row["algorithm"]).build(choice_of(row), t))
 
 
 def markdown(audits: Sequence[dict]) -> str:
@@ -248,17 +214,23 @@ def markdown(audits: Sequence[dict]) -> str:
              + ", ".join(f"x{f:g}" for f in MUTATIONS) + " at which the same test exceeds the "
              "same claim (a coarse resolution means the test could not have caught a small "
              "miscalibration; see dpnet.lab.compare.audit for why).", ""]
-    lines += ["DP-SGD-type rows: the white-box canary audit (dpnet.lab.audit.canary) at the row's "
-              "own K and noise, a Dirac gradient canary +C e_1 against -C e_1, the exact "
-              "likelihood-ratio score of every message, the Gaussian-DP fit of the scores as an "
-              "estimate beside the bound; resolution: the mildest silent noise factor of "
+    lines += ["Rows the canary audit covers (DP-SGD, DECOR, DO-ADP and DP-DDA with a clipped "
+              "batch): the white-box canary audit (dpnet.lab.audit.canary) at the row's own K "
+              "and noise, a Dirac gradient canary +C e_1 against -C e_1 (a fixed batch's other "
+              "records at +C e_1, its worst case), the exact likelihood-ratio score of what "
+              "every message reveals, the Gaussian-DP fit of the scores as an estimate beside "
+              "the bound; the claim's privacy profile is audited at delta "
+              + ", ".join(f"{d:g}" for d in canary.PROFILE_DELTAS) + " too (column *profile*: "
+              "the point where the audit comes closest, audited / claimed); resolution: the "
+              "mildest silent noise factor of "
               + ", ".join(f"x{f:g}" for f in canary.REDUCTIONS) + " caught.", ""]
     rows = []
     for a in audits:
         row = {"task": a["task"], "algorithm": a["algorithm"], "accountant": a["accountant"],
                "method": a.get("method", "record pair"), "K_a": a["iterations"],
                "runs/world": a["repetitions"], "claimed eps": "", "delta": "",
-               "audited eps": "", "GDP estimate": "", "ratio": "", "resolution": "",
+               "audited eps": "", "GDP estimate": "", "ratio": "", "profile": "",
+               "resolution": "",
                "status": a["status"]}
         if a["status"] == "ok":
             floor = (canary.REDUCTIONS if a.get("method") == "canary" else MUTATIONS)[-1]
@@ -268,8 +240,17 @@ def markdown(audits: Sequence[dict]) -> str:
                         "GDP estimate": (f"{a['gdp_estimate']:.4g}" if "gdp_estimate" in a
                                          else ""),
                         "ratio": f"{a['audited_epsilon'] / a['claimed_epsilon']:.2f}",
+                        "profile": _closest(a.get("profile")),
                         "resolution": (f"noise x{a['caught_at']:g} caught" if a["caught_at"]
                                        else f"not caught down to x{floor:g}"),
                         "status": "VIOLATED" if a["violated"] else "within claim"})
         rows.append(row)
     return "\n".join(lines + report.md_table(rows)) + "\n"
+
+
+def _closest(profile: Sequence[dict] | None) -> str:
+    """The profile point where the audit comes closest to (or exceeds) the claim."""
+    if not profile:
+        return ""
+    p = max(profile, key=lambda p: p["audited"] - p["claimed"])
+    return f"delta {p['delta']:g}: {p['audited']:.3g} / {p['claimed']:.3g}"
