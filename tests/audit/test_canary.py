@@ -107,20 +107,26 @@ def test_the_command_line_audits_and_reports_a_silent_reduction_as_a_violation(t
 B, M = 4, 40
 
 
-@pytest.mark.parametrize("name", ["doadp", "dp_dda"])
+@pytest.mark.parametrize("name", ["doadp", "dp_dda", "kang_wddp"])
 def test_the_noisy_gradient_is_recovered_exactly_from_the_messages(name):
     """With the noise silenced (the claimed sigma kept for the standardisation), what the
     eavesdropper recovers is the clipped batch mean itself, through DO-ADP's momentum and
-    consensus and DP-DDA's mixing: C (world A, or B without the canary) or C (1 - 2/B) (world
-    B with it), standardised to 0 and -2C/(B sigma); NaN exactly on the inactive steps."""
-    alg = (DOADP(0.3, 0.4, 0.5, sigma=0.7, p=0.5, clip=Clip(2.0, "l2"), batch_size=B)
-           if name == "doadp" else DPDDA(2.0, sigma=0.7, p=0.5, clip=2.0, batch_size=B))
+    consensus, DP-DDA's mixing and KangWDDP's decaying step: C (world A, or B without the
+    canary) or C (1 - 2/B) (world B with it), standardised to 0 and -2C/(B sigma); NaN exactly
+    on the inactive steps (KangWDDP: every party sends at every step)."""
+    from dpnet.algorithms.kang_wddp import KangWDDP
+
+    alg = {"doadp": lambda: DOADP(0.3, 0.4, 0.5, sigma=0.7, p=0.5, clip=Clip(2.0, "l2"),
+                                  batch_size=B),
+           "dp_dda": lambda: DPDDA(2.0, sigma=0.7, p=0.5, clip=2.0, batch_size=B),
+           "kang_wddp": lambda: KangWDDP(0.3, 0.7, B, power=0.5)}[name]()
     runs, K = 400, 30
-    u, a_A, a_B, q = canary._huo_gradients(silently_scaled(alg, 0.0), K, runs, 0, M)
+    u, a_A, a_B, q = canary._fixed_batch_gradients(silently_scaled(alg, 0.0), K, runs, 0, M,
+                                                   2.0 if name == "kang_wddp" else None)
     assert (a_A, a_B, q) == (0.0, pytest.approx(-2 * 2.0 / (B * 0.7)), B / M)
     seen = ~np.isnan(u)
     assert u.shape == (K - (name == "dp_dda"), 2 * runs)
-    assert abs(seen.mean() - 0.5) < 0.02                     # the activation p, seen
+    assert abs(seen.mean() - (1.0 if name == "kang_wddp" else 0.5)) < 0.02   # activation p
     np.testing.assert_allclose(u[seen & (np.arange(2 * runs) < runs)], 0.0, atol=1e-9)
     b = u[seen & (np.arange(2 * runs) >= runs)]
     drawn = np.abs(b - a_B) < 1e-9
@@ -132,10 +138,10 @@ def test_the_sampled_canary_statistic_has_the_claimed_noise():
     """With the noise on, world A's recovered steps are N(0, 1) in units of the claimed sigma
     (a silent reduction would show as a smaller spread)."""
     alg = DOADP(0.3, 0.4, 0.5, sigma=0.7, p=0.5, clip=Clip(2.0, "l2"), batch_size=B)
-    u, *_ = canary._huo_gradients(alg, 30, 2000, 1, M)
+    u, *_ = canary._fixed_batch_gradients(alg, 30, 2000, 1, M, None)
     a = u[:, :2000][~np.isnan(u[:, :2000])]
     assert abs(a.mean()) < 0.02 and abs(a.std() - 1.0) < 0.02
-    half = canary._huo_gradients(silently_scaled(alg, 0.5), 30, 2000, 1, M)[0][:, :2000]
+    half = canary._fixed_batch_gradients(silently_scaled(alg, 0.5), 30, 2000, 1, M, None)[0][:, :2000]
     assert abs(np.nanstd(half) - 0.5) < 0.02
 
 
@@ -175,3 +181,32 @@ def test_doadps_hidden_activation_account_is_reported_as_a_violation_and_the_vis
     assert [p["delta"] for p in a["profile"]] == [1e-5, *canary.PROFILE_DELTAS]
     # the same runs against the sound account: every audited point below its claim
     assert all(p["audited"] < visible(p["delta"]) for p in a["profile"])
+
+
+def test_kangs_account_with_the_bound_read_as_a_difference_is_reported_as_a_violation():
+    """Paper 003's baseline [33] (issue 26): its RDP account charges C/m with C = 2G, G bounding
+    every gradient. Reading G as the bound on the *difference* (C = G) halves the sensitivity.
+    With the full batch (m = D = 100, sigma = 0.3, T = 100) that claims 1.386 against the sound
+    2.985; the canary's runs certify more than the halved claim's profile (about 0.95 > 0.67 at
+    delta 1e-2) and less than the sound one everywhere. (Under subsampling, m = 10 of 100 at
+    sigma = 1, the same reading claims 0.827 while the worst-case pair's exact PLD is 0.758: the
+    sampled-without-replacement RDP bound is loose enough to cover the halving, and no audit can
+    report a claim that holds.)"""
+    from dpnet.algorithms.kang_wddp import KangWDDP, server_graph
+
+    graph, problem = server_graph(5), LinearRecords(np.zeros((5, 100, 1)))
+    alg = KangWDDP(0.1, 0.3, 100)
+
+    def profile(G):
+        return lambda d: alg.privacy(problem, graph, 100, gradient_bound=G, delta=d).epsilon
+
+    halved, sound = profile(0.5), profile(1.0)
+    assert halved(1e-5) == pytest.approx(1.3863, abs=1e-3)
+    assert sound(1e-5) == pytest.approx(2.9848, abs=1e-3)
+    a = canary.audit(alg, graph, 100, halved(1e-5), 1e-5, runs=20000, seed=0, power=False,
+                     records=100, profile=halved, gradient_bound=1.0)
+    assert a["violated"]
+    assert all(p["audited"] < sound(p["delta"]) for p in a["profile"])
+    assert 0.85 * sound(1e-5) < a["gdp_estimate"] < sound(1e-5)
+    with pytest.raises(ParameterError, match="gradient_bound"):
+        canary.scores(alg, graph, 5, 20, records=100)

@@ -1,6 +1,7 @@
 """White-box canary audits of Gaussian minibatch algorithms: DP-SGD and DECOR
 (:class:`~dpnet.algorithms.DPSGD`, :class:`~dpnet.algorithms.DECOR`), DO-ADP and DP-DDA
-(:class:`~dpnet.algorithms.DOADP`, :class:`~dpnet.algorithms.DPDDA`): can the audit of a calibrated
+(:class:`~dpnet.algorithms.DOADP`, :class:`~dpnet.algorithms.DPDDA`) and paper 003's federated
+baseline :class:`~dpnet.algorithms.kang_wddp.KangWDDP`: can the audit of a calibrated
 configuration fail?
 
 **Canary pair** (Nasr et al., S&P 2021 and USENIX Security 2023): the adversary chooses the
@@ -15,9 +16,11 @@ carries the whole pair. Sampling, noise, clipping and horizon are the audited co
 guarantee does not depend on the graph: its copies are single agents on the identity. DECOR's
 does: copies of the task's graph. DO-ADP and DP-DDA send every noisy gradient through a public
 function of the messages, so the eavesdropper recovers agent 0's ``g + theta`` exactly on any
-graph: copies of the two-agent complete graph. Their fixed batch of B of the task's m records
-holds the canary with probability B/m at each step (:class:`~.engine.RecordPair` draws that
-inclusion, the exact law of what the batch mean shows).
+graph: copies of the two-agent complete graph (KangWDDP: of its two-party server). Their fixed
+batch of B of the task's m records holds the canary with probability B/m at each step
+(:class:`~.engine.RecordPair` draws that inclusion, the exact law of what the batch mean shows),
+and the batch's other records sit at ``+C e_1``: the canary's inclusion decides how many of
+them are drawn, and this is the fixed batch's worst case (the add-or-remove pair at ``2C/B``).
 
 **Score** (what the eavesdropper of every message computes): the canary agent's noisy clipped
 gradient at each step, recovered from the messages,
@@ -56,6 +59,7 @@ import scipy.sparse as sp
 
 from ... import graphs
 from ...algorithms import DECOR, DOADP, DPDDA, DPSGD
+from ...algorithms.kang_wddp import KangWDDP, server_graph
 from ...errors import ParameterError, require
 from ...runner import RunDiagnosis, run
 from ...threads import torch_threads
@@ -73,7 +77,7 @@ RECORDS = 32
 
 
 #: the algorithms a canary audit covers, by the statistic their messages reveal
-AUDITED = ("dp_sgd", "decor", "doadp", "dp_dda")
+AUDITED = ("dp_sgd", "decor", "doadp", "dp_dda", "kang_wddp")
 
 
 def covers(alg) -> bool:
@@ -122,20 +126,30 @@ def _dp_sgd_sums(alg: DPSGD, graph, iterations: int, runs: int, seed: int):
     return s / sigma, C / sigma, -C / sigma, q
 
 
-def _huo_gradients(alg: DOADP | DPDDA, iterations: int, runs: int, seed: int, records: int):
-    """DO-ADP / DP-DDA: ``(u, a_A, a_B, q)``, agent 0's noisy gradients ``g + theta`` recovered
-    from the messages, standardised and centred on the other records' mean, ``(T, 2 runs)``
-    (``T - 1`` for DP-DDA), NaN where the agent was inactive."""
-    require(alg.sampling == "fixed", "sampling", alg.sampling, "'fixed' (the canary's inclusion "
-            "is drawn as one Bernoulli of rate B/m; a Poisson batch would draw all m records)")
+def _batch_size(alg) -> int:
+    return alg.batch if isinstance(alg, KangWDDP) else alg.batch_size
+
+
+def _fixed_batch_gradients(alg, iterations: int, runs: int, seed: int, records: int,
+                           gradient_bound: float | None):
+    """DO-ADP / DP-DDA / KangWDDP: ``(u, a_A, a_B, q)``, agent 0's noisy gradients
+    ``g + theta`` recovered from the messages, standardised and centred on the other records'
+    mean, ``(T, 2 runs)`` (``T - 1`` for DP-DDA), NaN where the agent was inactive. C is the
+    clipping bound, or for KangWDDP (no clipping) the ``gradient_bound`` G its claim assumes."""
+    sampling = getattr(alg, "sampling", "fixed")            # KangWDDP: always a fixed batch
+    require(sampling == "fixed", "sampling", sampling, "'fixed' "
+            "(the canary's inclusion is drawn as one Bernoulli of rate B/m; a Poisson batch "
+            "would draw all m records)")
     require(getattr(alg, "k", None) is None, "k", getattr(alg, "k", None), "None (Top-k "
             "with k < d is not coordinate-wise: its canary pair is not one coordinate)")
-    require(alg.clip is not None, "clip", alg.clip, "a clipping bound (the canary's norm)")
-    require(alg.batch_size <= records, "records", records,
-            f">= batch_size = {alg.batch_size} (the task's m local records)")
-    C, B, sigma = alg.clip.bound, alg.batch_size, alg.sigma
+    clip = getattr(alg, "clip", None)
+    C = clip.bound if clip is not None else gradient_bound
+    require(C is not None, "gradient_bound", gradient_bound, f"the bound G on every gradient "
+            f"that {alg.name}'s claim assumes (the canary's norm; it does not clip)")
+    B, sigma = _batch_size(alg), alg.sigma
+    require(B <= records, "records", records, f">= the batch {B} (the task's m local records)")
     pair = [RecordPair(2, records, np.ones(1), C, sign, 0.0, rest=1.0) for sign in (1.0, -1.0)]
-    net = graphs.complete(2)
+    net = server_graph(2) if isinstance(alg, KangWDDP) else graphs.complete(2)
     seeds, world = seed * 2 * runs + np.arange(2 * runs), np.repeat([0, 1], runs)
     y = np.concatenate([_recovered(alg, run_copies(alg, pair, net, iterations, np.zeros(1),
                                                    seeds[c:c + CHUNK], world[c:c + CHUNK]),
@@ -145,9 +159,14 @@ def _huo_gradients(alg: DOADP | DPDDA, iterations: int, runs: int, seed: int, re
     return (y - C) / sigma, 0.0, -2 * C / (B * sigma), B / records
 
 
-def _recovered(alg: DOADP | DPDDA, views: dict[str, np.ndarray], W: np.ndarray, C: float,
+def _recovered(alg, views: dict[str, np.ndarray], W: np.ndarray, C: float,
                sigma: float) -> np.ndarray:
     """Agent 0's ``g + theta`` of every copy, ``(T, copies)``, from the messages alone."""
+    if isinstance(alg, KangWDDP):
+        u = views["u"][..., 0]                                            # (copies, T, 2)
+        model = np.concatenate([np.zeros((u.shape[0], 1)), u[:, :-1] @ W[0]], axis=1)
+        steps = alg.eta / (np.arange(u.shape[1]) + 1.0) ** alg.power
+        return ((model - u[:, :, 0]) / steps).T                           # x_k - u_0 = eta_k y
     if isinstance(alg, DPDDA):
         z = views["z"][..., 0]                                            # (copies, T, 2)
         y = (z[:, 1:, 0] - z[:, :-1] @ W[0]).T                            # (T - 1, copies)
@@ -172,15 +191,17 @@ def _recovered(alg: DOADP | DPDDA, views: dict[str, np.ndarray], W: np.ndarray, 
 
 
 def scores(alg, graph, iterations: int, runs: int, seed: int = 0,
-           records: int | None = None) -> np.ndarray:
+           records: int | None = None, gradient_bound: float | None = None) -> np.ndarray:
     """``(2, runs)``: the canary LLR score of every run in world A (row 0) and B (row 1);
-    ``records``: the task's m local records (DO-ADP, DP-DDA: their rate is B/m)."""
+    ``records``: the task's m local records (a fixed batch's rate is B/m); ``gradient_bound``:
+    the G an unclipped algorithm's claim assumes (KangWDDP)."""
     if isinstance(alg, DPSGD):
         u, a_A, a_B, q = _dp_sgd_sums(alg, graph, iterations, runs, seed)
-    elif isinstance(alg, DOADP | DPDDA):
+    elif isinstance(alg, DOADP | DPDDA | KangWDDP):
         require(records is not None, "records", records, f"the task's m local records "
-                f"({alg.name} samples B of them)")
-        u, a_A, a_B, q = _huo_gradients(alg, iterations, runs, seed, records)
+                f"({alg.name} samples a fixed batch of them)")
+        u, a_A, a_B, q = _fixed_batch_gradients(alg, iterations, runs, seed, records,
+                                                gradient_bound)
     else:
         raise ParameterError("algorithm", alg.name, f"one of {AUDITED} (a canary audit)")
     skip = math.log1p(-q) if q < 1 else -math.inf        # the canary's slot not sampled
@@ -193,7 +214,8 @@ def scores(alg, graph, iterations: int, runs: int, seed: int = 0,
 def audit(alg, graph, iterations: int, claim: float, delta: float, runs: int = 2000,
           seed: int = 0, confidence: float = 0.95, power: bool = True,
           records: int | None = None,
-          profile: Callable[[float], float] | None = None) -> dict[str, Any]:
+          profile: Callable[[float], float] | None = None,
+          gradient_bound: float | None = None) -> dict[str, Any]:
     """The canary audit of a calibrated configuration against its ``claim`` (epsilon at
     ``delta``): the CP lower bound, the GDP estimate and, with ``power``, the smallest silent
     noise reduction caught.
@@ -210,7 +232,7 @@ def audit(alg, graph, iterations: int, claim: float, delta: float, runs: int = 2
     with torch_threads(1):
         def bound(factor: float) -> tuple[list[float], np.ndarray, np.ndarray]:
             a = alg if factor == 1.0 else silently_scaled(alg, factor)
-            sa, sb = scores(a, graph, iterations, runs, seed, records)
+            sa, sb = scores(a, graph, iterations, runs, seed, records, gradient_bound)
             return [threshold_test(sa[:, None], sb[:, None], level, d, "projection")["epsilon"]
                     for d, _ in points], sa, sb
 

@@ -69,8 +69,8 @@ def audit_targets(names: Sequence[str], out: Path, repetitions: int | None, seed
     return results, summary
 
 
-#: what ``dpnet audit --canary`` audits: the algorithms a canary audit covers
-CANARY_ALGORITHMS = canary.AUDITED
+#: what ``dpnet audit --canary`` audits (KangWDDP, federated and unclipped, only from Python)
+CANARY_ALGORITHMS = ("dp_sgd", "decor", "doadp", "dp_dda")
 #: records per agent of the DO-ADP / DP-DDA canary configurations (the a9a task's m)
 CANARY_RECORDS = 1953
 
