@@ -371,7 +371,9 @@ def cmd_audit(args) -> int:
             args.names, args.canary, args.rate, args.iterations, args.repetitions or 20000,
             args.seed, args.confidence, args.noise_factor, out,
             command + f" --canary {args.canary:g} --rate {args.rate:g} --iterations "
-            f"{args.iterations}")
+            f"{args.iterations}" + (f" --estimator {args.estimator}"
+                                    if args.estimator != "clopper-pearson" else ""),
+            args.estimator)
         print("\n".join(report.md_table(results)))
         print(f"wrote {path}")
         return 1 if any(r["status"] == "VIOLATED" for r in results) and \
@@ -531,6 +533,10 @@ def make_parser() -> argparse.ArgumentParser:
                    help="sampling rate of --canary: Poisson for dp_sgd and decor, a fixed "
                    "batch of rate x m of m = 1953 records for doadp and dp_dda (default "
                    "64/1953, the a9a task's)")
+    s.add_argument("--estimator", choices=audit.canary.ESTIMATORS, default="clopper-pearson",
+                   help="the lower bound that decides a --canary audit (the other is reported "
+                   "beside it): the Clopper-Pearson threshold test, or the one-run test "
+                   "(Steinke et al. 2023) of the same runs read as canaries of one run")
     s.add_argument("--out", default="audits", help="output folder (default: audits)")
     s.set_defaults(func=cmd_audit)
     return p

@@ -50,3 +50,26 @@ def test_one_run_bound_is_monotone_and_delta_costs():
     assert E.one_run_epsilon(1000, 200, 100, 0.05) == 0.0      # chance: nothing rejected
     with pytest.raises(ParameterError, match="n_correct"):
         E.one_run_epsilon(10, 20, 5)
+
+
+def test_one_run_from_scores_separable_scores_reach_the_closed_form_and_noise_gives_nothing():
+    """Perfectly separated scores: every guess right, so the bound is the closed form for the
+    chosen number of guesses on the held-out half; identical distributions: no evidence."""
+    rng = np.random.default_rng(0)
+    r = E.one_run_from_scores(np.full(4000, 1.0) + rng.random(4000) * 1e-3,
+                              np.zeros(4000) + rng.random(4000) * 1e-3, significance=0.05)
+    assert r["n_correct"] == r["n_guess"] and r["m"] == 2000
+    q = 0.05 ** (1 / r["n_guess"])
+    assert r["epsilon"] == pytest.approx(math.log(q / (1 - q)), rel=1e-6)
+    same = E.one_run_from_scores(rng.normal(size=4000), rng.normal(size=4000))
+    assert same["epsilon"] < 0.2
+
+
+def test_one_run_from_scores_agrees_with_the_gaussian_truth_from_below():
+    """Gaussian scores at separation mu (a mu-GDP mechanism): the one-run bound at delta = 0
+    stays below the mechanism's pure-epsilon-free truth at small delta and grows with mu."""
+    rng = np.random.default_rng(1)
+    bounds = [E.one_run_from_scores(rng.normal(mu, 1, 20000), rng.normal(0, 1, 20000),
+                                    delta=1e-5)["epsilon"] for mu in (0.5, 1.0, 2.0)]
+    assert bounds[0] < bounds[1] < bounds[2]
+    assert all(b < E.gdp_epsilon(mu, 1e-5) for b, mu in zip(bounds, (0.5, 1.0, 2.0)))

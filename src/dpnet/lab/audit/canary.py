@@ -211,35 +211,50 @@ def scores(alg, graph, iterations: int, runs: int, seed: int = 0,
     return np.stack([total[:runs], total[runs:]])
 
 
+#: the lower bounds an audit can decide by (``audit(estimator=...)``, ``dpnet audit --estimator``)
+ESTIMATORS = ("clopper-pearson", "one-run")
+
+
 def audit(alg, graph, iterations: int, claim: float, delta: float, runs: int = 2000,
           seed: int = 0, confidence: float = 0.95, power: bool = True,
           records: int | None = None,
           profile: Callable[[float], float] | None = None,
-          gradient_bound: float | None = None) -> dict[str, Any]:
+          gradient_bound: float | None = None,
+          estimator: str = "clopper-pearson") -> dict[str, Any]:
     """The canary audit of a calibrated configuration against its ``claim`` (epsilon at
-    ``delta``): the CP lower bound, the GDP estimate and, with ``power``, the smallest silent
-    noise reduction caught.
+    ``delta``): the lower bound of ``estimator`` (the Clopper-Pearson threshold test, or the
+    one-run test of the same runs read as 2 ``runs`` canaries), the GDP estimate, the other
+    estimator's bound beside it and, with ``power``, the smallest silent noise reduction caught.
 
     ``profile``: the same account's epsilon at another delta. A claim at ``delta`` is one point
     of the accountant's privacy profile, and every point of it is claimed; the runs test the
     points at :data:`PROFILE_DELTAS` too (Bonferroni over all points tested), where a few
     thousand runs resolve the events: a subsampled mechanism's under-reported profile is seen
     there long before its 1e-5 tail is."""
+    require(estimator in ESTIMATORS, "estimator", estimator, f"one of {ESTIMATORS}")
     start = time.perf_counter()
     points = [(delta, claim)] + ([(d, profile(d)) for d in PROFILE_DELTAS if d > delta]
                                  if profile is not None else [])
-    level = 1 - (1 - confidence) / len(points)
+    miss = (1 - confidence) / len(points)
+
+    def lower_bounds(sa, sb, name: str) -> list[float]:
+        if name == "one-run":
+            return [estimators.one_run_from_scores(sa, sb, d, miss, seed)["epsilon"]
+                    for d, _ in points]
+        return [threshold_test(sa[:, None], sb[:, None], 1 - miss, d, "projection")["epsilon"]
+                for d, _ in points]
+
     with torch_threads(1):
         def bound(factor: float) -> tuple[list[float], np.ndarray, np.ndarray]:
             a = alg if factor == 1.0 else silently_scaled(alg, factor)
             sa, sb = scores(a, graph, iterations, runs, seed, records, gradient_bound)
-            return [threshold_test(sa[:, None], sb[:, None], level, d, "projection")["epsilon"]
-                    for d, _ in points], sa, sb
+            return lower_bounds(sa, sb, estimator), sa, sb
 
         def exceeds(audited: list[float]) -> bool:
             return any(e > c for e, (_, c) in zip(audited, points))
 
         audited, sa, sb = bound(1.0)
+        other = lower_bounds(sa, sb, ESTIMATORS[estimator == ESTIMATORS[0]])[0]
         gdp = estimators.gdp_fit_epsilon(sa, sb, delta)
         caught = None
         if power:
@@ -248,8 +263,9 @@ def audit(alg, graph, iterations: int, claim: float, delta: float, runs: int = 2
                     caught = f
                     break
     worst = max(range(len(points)), key=lambda i: audited[i] - points[i][1])
-    return {"claimed": claim, "lower_bound": audited[0], "gdp_estimate": gdp["epsilon"],
-            "gdp_mu": gdp["mu"], "ratio": audited[0] / claim if claim > 0 else math.nan,
+    return {"claimed": claim, "estimator": estimator, "lower_bound": audited[0],
+            "other_bound": other, "gdp_estimate": gdp["epsilon"], "gdp_mu": gdp["mu"],
+            "ratio": audited[0] / claim if claim > 0 else math.nan,
             "profile": [{"delta": d, "claimed": c, "audited": e}
                         for (d, c), e in zip(points, audited)],
             "worst_delta": points[worst][0], "runs": runs, "iterations": iterations,

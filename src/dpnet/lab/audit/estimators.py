@@ -13,7 +13,8 @@
 * :func:`one_run_epsilon`: a **lower bound** from one run with m canaries, each included with
   probability 1/2 (Steinke, Nasr & Jagielski 2023, Theorem 3.1 and its delta term): the
   auditor guesses ``n_guess`` of them and ``n_correct`` guesses are right; an (epsilon, delta)
-  mechanism makes more than that unlikely.
+  mechanism makes more than that unlikely. :func:`one_run_from_scores` reads independent runs
+  as one run with m canaries.
 """
 
 from __future__ import annotations
@@ -119,3 +120,37 @@ def one_run_epsilon(m: int, n_guess: int, n_correct: int, significance: float = 
         if hi > 1e3:
             return math.inf
     return float(brentq(rejects, 0.0, hi, xtol=1e-10))
+
+
+#: guesses per side the one-run audit may make, as fractions of its canaries (chosen on half)
+ONE_RUN_FRACTIONS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
+
+
+def one_run_from_scores(score_in: np.ndarray, score_out: np.ndarray, delta: float = 0.0,
+                        significance: float = 0.05, seed: int = 0) -> dict[str, float]:
+    """:func:`one_run_epsilon` on independent runs, read as one run with m canaries: canary i
+    is included (its score from ``score_in[i]``) or not (``score_out[i]``) by an independent fair
+    coin, so the inclusions are i.i.d. Bernoulli(1/2) as the theorem requires. The auditor
+    guesses "in" for the k highest scores and "out" for the k lowest; k (a fraction of
+    :data:`ONE_RUN_FRACTIONS`) is chosen on the first half of the canaries and the bound is
+    computed on the second half. Returns ``epsilon``, ``m``, ``n_guess``, ``n_correct``."""
+    score_in, score_out = np.asarray(score_in, float), np.asarray(score_out, float)
+    require(score_in.shape == score_out.shape and score_in.ndim == 1, "scores",
+            (score_in.shape, score_out.shape), "two equal 1-d arrays (one score per canary)")
+    included = np.random.default_rng(seed).random(score_in.size) < 0.5
+    score = np.where(included, score_in, score_out)
+    half = score.size // 2
+
+    def guesses(s, inc, frac):
+        k = max(1, int(frac * s.size))
+        order = np.argsort(s, kind="stable")
+        right = int(inc[order[-k:]].sum() + (~inc[order[:k]]).sum())
+        return s.size, 2 * k, right
+
+    def bound(s, inc, frac):
+        return one_run_epsilon(*guesses(s, inc, frac), significance, delta)
+
+    best = max(ONE_RUN_FRACTIONS, key=lambda f: bound(score[:half], included[:half], f))
+    m, n_guess, n_correct = guesses(score[half:], included[half:], best)
+    return {"epsilon": one_run_epsilon(m, n_guess, n_correct, significance, delta), "m": m,
+            "n_guess": n_guess, "n_correct": n_correct}
