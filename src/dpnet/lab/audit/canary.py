@@ -76,7 +76,7 @@ CHUNK = 20_000
 RECORDS = 32
 
 
-#: the algorithms a canary audit covers, by the statistic their messages reveal
+#: the algorithms :func:`scores` recovers a canary statistic for (named in its error)
 AUDITED = ("dp_sgd", "decor", "doadp", "dp_dda", "kang_wddp")
 
 
@@ -98,7 +98,8 @@ def _copies(graph, copies: int, decor: bool):
 
 
 def _dp_sgd_sums(alg: DPSGD, graph, iterations: int, runs: int, seed: int):
-    """DP-SGD / DECOR: ``(u, a, q)``, the standardised noisy clipped sums ``(T, 2 runs)``."""
+    """DP-SGD / DECOR: ``(u, a_A, a_B, q)``, the standardised noisy clipped sums
+    ``(T, 2 runs)`` and the canary's shift in each world."""
     require(alg.sampling == "poisson", "sampling", alg.sampling, "'poisson' (the canary audit "
             "reproduces the rate exactly; a fixed batch's B/m needs the task's m)")
     is_decor = isinstance(alg, DECOR)
@@ -211,6 +212,11 @@ def scores(alg, graph, iterations: int, runs: int, seed: int = 0,
     return np.stack([total[:runs], total[runs:]])
 
 
+def closest_text(point: dict) -> str:
+    """A profile point as the reports print it: ``delta D: audited / claimed``."""
+    return f"delta {point['delta']:g}: {point['audited']:.3g} / {point['claimed']:.3g}"
+
+
 #: the lower bounds an audit can decide by (``audit(estimator=...)``, ``dpnet audit --estimator``)
 ESTIMATORS = ("clopper-pearson", "one-run")
 
@@ -262,12 +268,13 @@ def audit(alg, graph, iterations: int, claim: float, delta: float, runs: int = 2
                 if exceeds(bound(f)[0]):
                     caught = f
                     break
-    worst = max(range(len(points)), key=lambda i: audited[i] - points[i][1])
+    profile_points = [{"delta": d, "claimed": c, "audited": e}
+                      for (d, c), e in zip(points, audited)]
     return {"claimed": claim, "estimator": estimator, "lower_bound": audited[0],
             "other_bound": other, "gdp_estimate": gdp["epsilon"], "gdp_mu": gdp["mu"],
             "ratio": audited[0] / claim if claim > 0 else math.nan,
-            "profile": [{"delta": d, "claimed": c, "audited": e}
-                        for (d, c), e in zip(points, audited)],
-            "worst_delta": points[worst][0], "runs": runs, "iterations": iterations,
+            "profile": profile_points,
+            "closest": max(profile_points, key=lambda p: p["audited"] - p["claimed"]),
+            "runs": runs, "iterations": iterations,
             "violated": exceeds(audited), "caught_at": caught,
             "seconds": time.perf_counter() - start}

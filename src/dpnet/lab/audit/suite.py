@@ -120,7 +120,6 @@ def canary_audits(names: Sequence[str], epsilon: float, rate: float, iterations:
         a = canary.audit(ran, graph, iterations, claim, 1e-5, runs, seed, confidence,
                          power=noise_factor == 1, records=m, profile=profile,
                          estimator=estimator)
-        worst = max(a["profile"], key=lambda p: p["audited"] - p["claimed"])
         results.append({"algorithm": name, "noise factor": f"x{noise_factor:g}",
                         "K": iterations, "rate": f"{rate:.4g}", "runs/world": runs,
                         "claimed eps": f"{claim:.4g}",
@@ -128,8 +127,7 @@ def canary_audits(names: Sequence[str], epsilon: float, rate: float, iterations:
                         "one-run lower bound": f"{a['other_bound' if cp else 'lower_bound']:.4g}",
                         "GDP estimate": f"{a['gdp_estimate']:.4g}",
                         "ratio": f"{a['ratio']:.2f}",
-                        "profile (closest)": f"delta {worst['delta']:g}: "
-                                             f"{worst['audited']:.3g} / {worst['claimed']:.3g}",
+                        "profile (closest)": canary.closest_text(a["closest"]),
                         "caught": (f"x{a['caught_at']:g}" if a["caught_at"] else
                                    "-" if noise_factor != 1 else "not down to x0.3"),
                         "status": "VIOLATED" if a["violated"] else "within claim",

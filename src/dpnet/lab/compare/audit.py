@@ -169,7 +169,7 @@ def canary_row(row: dict, dataset: str | None, runs: int, seed: int = 0,
                      confidence, records=t.m, profile=profile)
     return {**out, "status": "ok", "claimed_epsilon": a["claimed"], "delta": cal["delta"],
             "audited_epsilon": a["lower_bound"], "one_run_epsilon": a["other_bound"],
-            "gdp_estimate": a["gdp_estimate"], "profile": a["profile"],
+            "gdp_estimate": a["gdp_estimate"], "profile": a["profile"], "closest": a["closest"],
             "violated": a["violated"], "caught_at": a["caught_at"],
             "seconds": a["seconds"]}
 
@@ -245,17 +245,11 @@ def markdown(audits: Sequence[dict]) -> str:
                         "GDP estimate": (f"{a['gdp_estimate']:.4g}" if "gdp_estimate" in a
                                          else ""),
                         "ratio": f"{a['audited_epsilon'] / a['claimed_epsilon']:.2f}",
-                        "profile": _closest(a.get("profile")),
+                        "profile": (canary.closest_text(a["closest"]) if "closest" in a
+                                    else ""),
                         "resolution": (f"noise x{a['caught_at']:g} caught" if a["caught_at"]
                                        else f"not caught down to x{floor:g}"),
                         "status": "VIOLATED" if a["violated"] else "within claim"})
         rows.append(row)
     return "\n".join(lines + report.md_table(rows)) + "\n"
 
-
-def _closest(profile: Sequence[dict] | None) -> str:
-    """The profile point where the audit comes closest to (or exceeds) the claim."""
-    if not profile:
-        return ""
-    p = max(profile, key=lambda p: p["audited"] - p["claimed"])
-    return f"delta {p['delta']:g}: {p['audited']:.3g} / {p['claimed']:.3g}"
