@@ -377,3 +377,27 @@ def test_the_example_entry_is_ranked_beside_the_one_it_varies(tmp_path):
         assert all(math.isfinite(float(rows[n]["utility"])) for n in ("pgtc", "pgtc_randk"))
         assert "pgtc_randk" in (tmp_path / "leaderboard.md").read_text()
     sys.modules.pop("my_entry", None)
+
+
+@pytest.mark.parametrize("fixed,twin", [("doadp", "doadp_poisson"), ("dp_dda", "dp_dda_poisson")])
+def test_the_poisson_twin_of_a_fixed_batch_row_is_accounted_as_dp_sgds_replace_one_pair(
+        fixed, twin):
+    """The Poisson twin of DO-ADP's and DP-DDA's fixed-batch rows: at the same configuration and
+    target, each PLD account is DP-SGD's at the multiplier ``z = sigma B / G`` and rate B/m, of
+    the Poisson replace-one pair (the twin) and of the add-or-remove pair at 2G/B (the fixed
+    batch), so the twin needs less noise (on the fixture's m = 14 little less; at the a9a
+    task's rate 16/1953 about half: ``tests/algorithms/test_dp_sgd.py``)."""
+    from dpnet.lab.compare.leaderboard import calibration
+    from dpnet.privacy import dp_sgd
+
+    t = tasks.build("logistic", "a9a")
+    B, K = 4, 200                                 # B of the fixture's m = 14 records per agent
+    choice = {**entries.entry(twin).grid[0], "batch": B}
+    got = {name: calibration("logistic", "a9a", name, choice, 4.0, "pld", K)
+           for name in (fixed, twin)}
+    for name, sampler in ((fixed, "fixed"), (twin, "poisson")):
+        g = got[name]                             # noise_factor: sigma on the unit sigma = 1
+        assert g["status"] == "ok" and g["certified_epsilon"] <= 4.0
+        assert g["certified_epsilon"] == pytest.approx(    # PLD grids: to 1e-4
+            dp_sgd.epsilon(g["noise_factor"] * B / 1.0, sampler, B / t.m, K, 1e-5), rel=1e-4)
+    assert got[twin]["noise_factor"] < got[fixed]["noise_factor"]

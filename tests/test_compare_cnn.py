@@ -93,7 +93,8 @@ def test_quick_leaderboard_on_the_cnn_never_certifies_above_its_target(tmp_path)
                            publish_start=False)
     ran = [r for r in rows if not r["status"].startswith("not applicable")]
     assert {(r["algorithm"], r["accountant"]) for r in ran} == {
-        ("doadp", "proof"), ("doadp", "rdp")} | {
+        ("doadp", "proof"), ("doadp", "rdp"), ("doadp_poisson", "pld"),
+        ("doadp_poisson", "rdp")} | {
         (n, acc) for n in ("dp_sgd", "decor", "dp_sgd_local", "dp_sgd_central")
         for acc in ("pld", "rdp")}
     for r in ran:
@@ -110,9 +111,9 @@ def test_quick_leaderboard_on_the_cnn_never_certifies_above_its_target(tmp_path)
     why = {r["algorithm"]: r["status"] for r in rows if r["status"].startswith("not applicable")}
     for name in cnn.LAPLACE_FULL_GRADIENT:
         assert why[name] == f"not applicable: {cnn.UNBOUNDED}"
-    assert why["dp_dda"] == f"not applicable: {cnn.DPDDA_NOTE}"
+    assert why["dp_dda"] == why["dp_dda_poisson"] == f"not applicable: {cnn.DPDDA_NOTE}"
     assert sorted(r["algorithm"] for r in compare.ranking(rows, "mnist_cnn", 1.0)) == \
-        ["doadp", "doadp", "dp_sgd", "dp_sgd"]
+        ["doadp", "doadp", "doadp_poisson", "doadp_poisson", "dp_sgd", "dp_sgd"]
     paths = compare.write(rows, tmp_path, "dpnet compare --quick --tasks mnist_cnn", True)
     text = paths["md"].read_text()
     assert "momentum DSGD (no clipping" in text and "test error 1 - accuracy" in text

@@ -12,7 +12,7 @@ from dpnet import graphs
 from dpnet.algorithms import DECOR, DOADP, DPDDA, DPSGD
 from dpnet.errors import ParameterError
 from dpnet.lab.audit import canary
-from dpnet.lab.audit.engine import LinearRecords, silently_scaled
+from dpnet.lab.audit.engine import LinearRecords, run_copies, silently_scaled
 from dpnet.problems.stochastic import Clip
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -140,7 +140,7 @@ def test_the_noisy_gradient_is_recovered_exactly_from_the_messages(name):
            "dp_dda": lambda: DPDDA(2.0, sigma=0.7, p=0.5, clip=2.0, batch_size=B),
            "kang_wddp": lambda: KangWDDP(0.3, 0.7, B, power=0.5)}[name]()
     runs, K = 400, 30
-    u, a_A, a_B, q = canary._fixed_batch_gradients(silently_scaled(alg, 0.0), K, runs, 0, M,
+    u, a_A, a_B, q = canary._minibatch_gradients(silently_scaled(alg, 0.0), K, runs, 0, M,
                                                    2.0 if name == "kang_wddp" else None)
     assert (a_A, a_B, q) == (0.0, pytest.approx(-2 * 2.0 / (B * 0.7)), B / M)
     seen = ~np.isnan(u)
@@ -157,22 +157,69 @@ def test_the_sampled_canary_statistic_has_the_claimed_noise():
     """With the noise on, world A's recovered steps are N(0, 1) in units of the claimed sigma
     (a silent reduction would show as a smaller spread)."""
     alg = DOADP(0.3, 0.4, 0.5, sigma=0.7, p=0.5, clip=Clip(2.0, "l2"), batch_size=B)
-    u, *_ = canary._fixed_batch_gradients(alg, 30, 2000, 1, M, None)
+    u, *_ = canary._minibatch_gradients(alg, 30, 2000, 1, M, None)
     a = u[:, :2000][~np.isnan(u[:, :2000])]
     assert abs(a.mean()) < 0.02 and abs(a.std() - 1.0) < 0.02
-    half = canary._fixed_batch_gradients(silently_scaled(alg, 0.5), 30, 2000, 1, M, None)[0][:, :2000]
+    half = canary._minibatch_gradients(silently_scaled(alg, 0.5), 30, 2000, 1, M, None)[0][:, :2000]
     assert abs(np.nanstd(half) - 0.5) < 0.02
 
 
-def test_a_poisson_batch_or_top_k_is_refused_by_name():
-    with pytest.raises(ParameterError, match="sampling"):
-        canary.scores(DOADP(0.1, 0.5, 0.0, 1.0, clip=1.0, batch_size=4, sampling="poisson"),
-                      None, 5, 20, records=M)
+def test_top_k_or_a_missing_record_count_is_refused_by_name():
     with pytest.raises(ParameterError, match="k=2"):
         canary.scores(DOADP(0.1, 0.5, 0.0, 1.0, clip=1.0, batch_size=4, k=2), None, 5, 20,
                       records=M)
     with pytest.raises(ParameterError, match="records"):
         canary.scores(DPDDA(1.0, 1.0, clip=1.0, batch_size=4), None, 5, 20)
+
+
+@pytest.mark.parametrize("name", ["doadp", "dp_dda"])
+def test_a_poisson_batchs_canary_is_the_real_poisson_runs_law(name):
+    """Poisson sampling, noise silenced: the audit's twin (a fixed batch over records of which
+    only the canary is nonzero) shows +-C/B exactly when the canary is drawn (probability B/m)
+    and 0 otherwise, and so does the algorithm's own Poisson run on m records (m uniforms per
+    step), recovered from its messages the same way."""
+    make = {"doadp": lambda: DOADP(0.3, 0.4, 0.5, sigma=0.7, clip=Clip(2.0, "l2"),
+                                   batch_size=B, sampling="poisson"),
+            "dp_dda": lambda: DPDDA(2.0, sigma=0.7, clip=2.0, batch_size=B,
+                                    sampling="poisson")}[name]
+    alg, runs, T = silently_scaled(make(), 0.0), 600, 20
+    u, a_A, a_B, q = canary._minibatch_gradients(alg, T, runs, 0, M, None)
+    assert (a_A, a_B, q) == (pytest.approx(2.0 / (B * 0.7)), pytest.approx(-2.0 / (B * 0.7)),
+                             B / M)
+    # (DP-DDA reads an exactly zero innovation as an inactive step, NaN: scored 0 either way)
+    for world, shift in ((slice(0, runs), a_A), (slice(runs, None), a_B)):
+        w = np.nan_to_num(u[:, world])
+        drawn = np.abs(w - shift) < 1e-9
+        assert np.all(drawn | (np.abs(w) < 1e-9)) and abs(drawn.mean() - B / M) < 0.012
+    # the algorithm's own Poisson batches over M records (only record 0 of agent 0 nonzero),
+    # in batched copies of the two-agent graph
+    c = np.zeros((2, M, 1))
+    c[0, 0, 0] = 5.0                                           # clipped to C = 2
+    graph = graphs.complete(2)
+    views = run_copies(alg, [LinearRecords(c)], graph, T, np.zeros(1), np.arange(runs),
+                       np.zeros(runs, dtype=int))
+    y = np.nan_to_num(canary._recovered(alg, views, graph.matrix("W"), 2.0, 0.7)) / 0.7
+    drawn = np.abs(y - a_A) < 1e-9
+    assert np.all(drawn | (np.abs(y) < 1e-9)) and abs(drawn.mean() - B / M) < 0.012
+
+
+@pytest.mark.parametrize("make", [
+    lambda: DOADP(0.3, 0.5, 0.0, sigma=1.0, clip=Clip(1.0, "l2"), batch_size=B,
+                  sampling="poisson"),
+    lambda: DPDDA(1.0, sigma=1.0, clip=1.0, batch_size=B, sampling="poisson")],
+    ids=["doadp", "dp_dda"])
+def test_a_calibrated_poisson_batch_is_audited_near_tight_under_replace_one(make):
+    """DO-ADP and DP-DDA with Poisson batches, calibrated by their default PLD account of the
+    replace-one pair (mixture against mixture) to epsilon 2 at K = 40: the audit's GDP estimate
+    is near the claim, its bound below it, and a silent x0.5 is caught."""
+    graph = graphs.complete(2)
+    records = LinearRecords(np.zeros((2, M, 1)))
+    alg = make().calibrate(2.0, records, graph, K, delta=1e-5, gradient_bound=1.0)
+    claim = alg.privacy(records, graph, K, delta=1e-5, gradient_bound=1.0).epsilon
+    a = canary.audit(alg, graph, K, claim, 1e-5, runs=20000, seed=3, records=M)
+    assert not a["violated"] and 0 < a["lower_bound"] <= claim
+    assert 0.75 * claim <= a["gdp_estimate"] <= 1.1 * claim
+    assert a["caught_at"] is not None and a["caught_at"] >= 0.5
 
 
 @pytest.mark.slow

@@ -21,6 +21,9 @@ batch of B of the task's m records holds the canary with probability B/m at each
 (:class:`~.engine.RecordPair` draws that inclusion, the exact law of what the batch mean shows),
 and the batch's other records sit at ``+C e_1``: the canary's inclusion decides how many of
 them are drawn, and this is the fixed batch's worst case (the add-or-remove pair at ``2C/B``).
+Their Poisson batch (rate B/m, the clipped sum over the public B) has the other records at zero,
+its replace-one worst case: the canary shows ``+-C/B`` with probability B/m, a mixture against a
+mixture, which is what their PLD account of the Poisson pair charges.
 
 **Score** (what the eavesdropper of every message computes): the canary agent's noisy clipped
 gradient at each step, recovered from the messages,
@@ -48,6 +51,7 @@ is the smallest silent noise reduction (x0.9, 0.7, 0.5, 0.3) whose runs exceed a
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 import warnings
@@ -82,11 +86,11 @@ AUDITED = ("dp_sgd", "decor", "doadp", "dp_dda", "kang_wddp")
 
 def covers(alg) -> bool:
     """Whether a canary audit reproduces ``alg``'s configuration exactly: DP-SGD or DECOR with
-    Poisson sampling, DO-ADP (k = d) or DP-DDA with a clipped fixed batch."""
+    Poisson sampling, DO-ADP (k = d) or DP-DDA with a clipped batch (fixed or Poisson)."""
     if isinstance(alg, DPSGD):
         return alg.sampling == "poisson"
-    return (isinstance(alg, DOADP | DPDDA) and alg.sampling == "fixed"
-            and getattr(alg, "k", None) is None and alg.clip is not None)
+    return (isinstance(alg, DOADP | DPDDA) and getattr(alg, "k", None) is None
+            and alg.clip is not None)
 
 
 def _copies(graph, copies: int, decor: bool):
@@ -131,16 +135,22 @@ def _batch_size(alg) -> int:
     return alg.batch if isinstance(alg, KangWDDP) else alg.batch_size
 
 
-def _fixed_batch_gradients(alg, iterations: int, runs: int, seed: int, records: int,
-                           gradient_bound: float | None):
+def _minibatch_gradients(alg, iterations: int, runs: int, seed: int, records: int,
+                         gradient_bound: float | None):
     """DO-ADP / DP-DDA / KangWDDP: ``(u, a_A, a_B, q)``, agent 0's noisy gradients
-    ``g + theta`` recovered from the messages, standardised and centred on the other records'
-    mean, ``(T, 2 runs)`` (``T - 1`` for DP-DDA), NaN where the agent was inactive. C is the
-    clipping bound, or for KangWDDP (no clipping) the ``gradient_bound`` G its claim assumes."""
+    ``g + theta`` recovered from the messages, standardised (and, for a fixed batch, centred on
+    the other records' mean), ``(T, 2 runs)`` (``T - 1`` for DP-DDA), NaN where the agent was
+    inactive. C is the clipping bound, or for KangWDDP (no clipping) the ``gradient_bound`` G its
+    claim assumes.
+
+    A fixed batch puts the other records at ``+C e_1`` (its worst case, the add-or-remove pair at
+    ``2C/B``). A Poisson batch puts them at zero, its worst case under replace-one (their
+    inclusion is independent of the canary's, so nonzero records only add shared noise): the
+    clipped sum is then the canary's alone, ``+-C`` with probability ``B/m``, divided by the
+    public B, which is what a fixed batch of the same B over records of which only the canary
+    is nonzero shows. The audit runs that twin (the same law of every message), drawing the
+    canary's inclusion as one Bernoulli instead of m uniforms per step."""
     sampling = getattr(alg, "sampling", "fixed")            # KangWDDP: always a fixed batch
-    require(sampling == "fixed", "sampling", sampling, "'fixed' "
-            "(the canary's inclusion is drawn as one Bernoulli of rate B/m; a Poisson batch "
-            "would draw all m records)")
     require(getattr(alg, "k", None) is None, "k", getattr(alg, "k", None), "None (Top-k "
             "with k < d is not coordinate-wise: its canary pair is not one coordinate)")
     clip = getattr(alg, "clip", None)
@@ -149,13 +159,20 @@ def _fixed_batch_gradients(alg, iterations: int, runs: int, seed: int, records: 
             f"that {alg.name}'s claim assumes (the canary's norm; it does not clip)")
     B, sigma = _batch_size(alg), alg.sigma
     require(B <= records, "records", records, f">= the batch {B} (the task's m local records)")
-    pair = [RecordPair(2, records, np.ones(1), C, sign, 0.0, rest=1.0) for sign in (1.0, -1.0)]
+    poisson = sampling == "poisson"
+    if poisson:
+        alg = copy.copy(alg)
+        alg.sampling = "fixed"
+    rest = 0.0 if poisson else 1.0
+    pair = [RecordPair(2, records, np.ones(1), C, sign, 0.0, rest=rest) for sign in (1.0, -1.0)]
     net = server_graph(2) if isinstance(alg, KangWDDP) else graphs.complete(2)
     seeds, world = seed * 2 * runs + np.arange(2 * runs), np.repeat([0, 1], runs)
     y = np.concatenate([_recovered(alg, run_copies(alg, pair, net, iterations, np.zeros(1),
                                                    seeds[c:c + CHUNK], world[c:c + CHUNK]),
                                    net.matrix("W"), C, sigma)
                         for c in range(0, 2 * runs, CHUNK)], axis=1)
+    if poisson:             # the canary moves the mean by +C/B (A) or -C/B (B) when drawn
+        return y / sigma, C / (B * sigma), -C / (B * sigma), B / records
     # the other B - 1 (or B) records add C; the canary moves the mean by 0 (A) or -2C/B (B)
     return (y - C) / sigma, 0.0, -2 * C / (B * sigma), B / records
 
@@ -201,8 +218,8 @@ def scores(alg, graph, iterations: int, runs: int, seed: int = 0,
     elif isinstance(alg, DOADP | DPDDA | KangWDDP):
         require(records is not None, "records", records, f"the task's m local records "
                 f"({alg.name} samples a fixed batch of them)")
-        u, a_A, a_B, q = _fixed_batch_gradients(alg, iterations, runs, seed, records,
-                                                gradient_bound)
+        u, a_A, a_B, q = _minibatch_gradients(alg, iterations, runs, seed, records,
+                                              gradient_bound)
     else:
         raise ParameterError("algorithm", alg.name, f"one of {AUDITED} (a canary audit)")
     skip = math.log1p(-q) if q < 1 else -math.inf        # the canary's slot not sampled

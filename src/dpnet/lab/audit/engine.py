@@ -297,6 +297,23 @@ class BatchProblem(Problem):
                                              local, purpose, **extra)
         return out
 
+    def per_sample_grads_at(self, X, idx, agents=None):
+        """``(rows, B, d)``: each row's records ``idx`` (Poisson batches draw them)."""
+        out = X.new_empty((*idx.shape, X.shape[1]))
+        for prob, rows, local, _ in self._blocks(agents):
+            out[rows] = prob.per_sample_grads_at(X[rows], idx[rows], local).to(X.dtype)
+        return out
+
+    @property
+    def supports_clip(self) -> bool:
+        return all(getattr(p, "supports_clip", False) for p in self.problems)
+
+    @property
+    def m(self) -> int | None:
+        """The records per agent, where every world's problem has the same count."""
+        counts = {getattr(p, "m", None) for p in self.problems}
+        return counts.pop() if len(counts) == 1 else None
+
     @property
     def smoothness(self) -> float:
         return max(p.smoothness for p in self.problems)

@@ -162,6 +162,20 @@ DP_SGD_MAPPING = ("the practitioner's recipe on the task's record relation direc
                   "mnist_cnn 6 epochs (K = 6 m / B) with lr in 2, 4 by B in 256, 512")
 
 
+def _doadp_poisson(t, task) -> algorithms.DOADP:
+    return algorithms.DOADP(t["alpha"], 0.5, t.get("beta", 0.0), sigma=1.0,
+                            clip=Clip(1.0, "l2"), sampling="poisson",
+                            batch_size=min(int(t.get("batch", DOADP_BATCH)), task.m))
+
+
+#: the mapping of the Poisson twins of the fixed-batch rows (DO-ADP's, DP-DDA's)
+POISSON_TWIN = ("as the {row} row, with Poisson batches instead of the fixed one: each record in "
+                "its agent's batch independently with probability B/m, the clipped sum divided "
+                "by the public B; the replace-one pair is then a mixture against a mixture "
+                "(components G/B from the centre), accounted exactly by dp-accounting's PLD "
+                "(REPLACE_ONE), which the paper's Theorem 1 and proof do not cover; same grid")
+
+
 def _decor(t, task) -> algorithms.DECOR:
     return algorithms.DECOR(t["lr"], 1.0, DECOR_PAIR_RATIO, clip=1.0, sampling="poisson",
                             rate=min(1.0, t["batch"] / task.m))
@@ -225,6 +239,10 @@ for _e in (
           lambda task: None if getattr(task.problem, "supports_clip", False) else
           f"its sensitivity comes from per-sample clipping; {type(task.problem).__name__} has no "
           "per-sample gradients", task_grids={"mnist_cnn": DOADP_CNN_GRID}),
+    Entry("doadp_poisson", _grid((0.1, 1.0), "alpha", BATCHES, "batch"), _doadp_poisson,
+          lambda task: {"gradient_bound": 1.0}, "pld", None, POISSON_TWIN.format(row="doadp"),
+          inapplicable=lambda task: task.exclude("doadp") or _needs_clip(task),
+          task_grids={"mnist_cnn": DOADP_CNN_GRID}),
     Entry("dp_sgd", DP_SGD_GRID, _dp_sgd, lambda task: {}, "pld", None, DP_SGD_MAPPING,
           inapplicable=_needs_clip, task_grids={"mnist_cnn": DP_SGD_CNN_GRID}),
     Entry("decor", DP_SGD_GRID, _decor, lambda task: {}, "pld", None,

@@ -334,6 +334,11 @@ def _dp_dda(t: dict, task) -> algorithms.DPDDA:
                             batch_size=min(int(t["batch"]), task.m), radius=x_star_radius(task))
 
 
+def _dp_dda_poisson(t: dict, task) -> algorithms.DPDDA:
+    return algorithms.DPDDA(t["beta0"], sigma=1.0, clip=Clip(1.0, "l2"), sampling="poisson",
+                            batch_size=min(int(t["batch"]), task.m), radius=x_star_radius(task))
+
+
 def _half_difference(task) -> float:
     """``L``: half the l2 bound on the gradient difference one record makes (stream: R; finite
     sum: R/m)."""
@@ -394,5 +399,9 @@ for _e in (
           "visible and only removes releases), k = d; Huo et al.'s step-by-step accountant at "
           "delta = 1e-5 (delta0 = 1e-8); box radius r* = sqrt(2 ln 2 / lambda) >= ||x*||",
           {"proof": {"delta0": 1e-8}}, _dpdda_why),
+    Entry("dp_dda_poisson", entries._grid((0.1, 0.3), "beta0", entries.BATCHES, "batch"),
+          _dp_dda_poisson, lambda task: {"gradient_bound": 1.0}, "pld", None,
+          entries.POISSON_TWIN.format(row="dp_dda"),
+          inapplicable=lambda task: task.exclude("dp_dda") or _dpdda_why(task)),
 ):
     entries.register(_e)
