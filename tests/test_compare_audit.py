@@ -2,6 +2,8 @@
 relation's sensitivity exactly, a calibrated configuration stays within its claim, the same test
 catches a silently under-noised run, and the CLI writes the audit and fails on a violation."""
 
+import json
+import math
 
 import numpy as np
 import pytest
@@ -80,3 +82,30 @@ def test_cli_compare_with_audit_writes_the_audit(tmp_path, capsys):
     assert "## Audit of a sample of calibrated configurations" in text
     assert "| logistic | dpp2 | ou | record pair | 3 | 100 |" in text and "within claim" in text
     assert (tmp_path / "audit.csv").is_file()
+
+
+def test_a_leaderboards_audits_are_stored_runs_read_back_on_a_rerun(monkeypatch):
+    """``compare --audit`` audits through the run store: a rerun (or a resumed, interrupted
+    audit) reads a finished audit back instead of recomputing it, to the bit."""
+    row = {"task": "logistic", "algorithm": "diadsp", "accountant": "xie",
+           "target_epsilon": 1.0, "choice": "eta=0.3, q=0.95", "status": "ok", "seeds": 2}
+    first = audit.audit_rows([row], "a9a", 100)
+    assert first[0]["status"] == "ok" and first[0]["algorithm"] == "diadsp"
+
+    def recomputed(*args, **kwargs):
+        raise AssertionError("a stored audit was recomputed")
+
+    monkeypatch.setattr(audit, "threshold_test", recomputed)
+    assert audit.audit_rows([row], "a9a", 100) == first
+    # another number of runs is another audit
+    with pytest.raises(AssertionError, match="recomputed"):
+        audit.audit_rows([row], "a9a", 101)
+
+
+def test_a_stored_results_non_finite_numbers_come_back_as_floats():
+    from dpnet.lab import store
+
+    back = store.restored(json.loads(json.dumps(store._jsonable(
+        {"a": math.inf, "b": [{"c": math.nan}], "status": "ok", "d": 1.5}))))
+    assert back["a"] == math.inf and math.isnan(back["b"][0]["c"])
+    assert (back["status"], back["d"]) == ("ok", 1.5)

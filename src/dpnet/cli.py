@@ -274,12 +274,9 @@ def cmd_compare(args, progress: bool = False) -> int:
     audits = None
     if args.audit:
         picked = compare.audit.sample(rows, args.audit_per_task, args.dataset)
-        audits = []
-        for r in picked:
-            audits.append(compare.audit.audit_row(r, args.dataset, args.audit))
-            if not args.quiet:
-                print(f"  audited {r['task']}/{r['algorithm']}: {audits[-1].get('status')}",
-                      flush=True)
+        audits = compare.audit.audit_rows(
+            picked, args.dataset, args.audit, args.jobs,
+            None if args.quiet else lambda m: print("  audited " + m, flush=True))
     paths = compare.write(rows, args.out, command, args.quick, args.dataset, audits)
     _print_rankings(compare, rows, args.dataset, args.quick)
     print(f"wrote {', '.join(str(p) for p in paths.values())}")

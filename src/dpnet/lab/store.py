@@ -208,6 +208,19 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+#: how :func:`_jsonable` stores a non-finite float
+NONFINITE = ("nan", "inf", "-inf")
+
+
+def restored(value: Any) -> Any:
+    """A stored result with its non-finite floats back as floats (JSON holds them as strings)."""
+    if isinstance(value, Mapping):
+        return {k: restored(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [restored(v) for v in value]
+    return float(value) if isinstance(value, str) and value in NONFINITE else value
+
+
 def _recorded(fn: Callable, params: dict, key: str, root: str, threads: int) -> tuple[dict, str]:
     """:func:`_compute`, with a failure returned as ``({"error": ...}, "failed")`` (not stored,
     so the next batch tries it again)."""

@@ -33,7 +33,7 @@ deltas, the Gaussian-DP estimate beside the bound, and the finer mutations of
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -44,7 +44,8 @@ from ...threads import torch_threads
 from .. import report
 from ..audit import canary
 from ..audit.engine import RecordPair, run_copies, silently_scaled, threshold_test
-from .entries import entry
+from ..store import Run, execute, restored
+from .entries import entry, run_code
 from .leaderboard import calibration, choice_of
 from .tasks import build, task_spec
 
@@ -87,10 +88,29 @@ def _agent0_innovations(W: np.ndarray):
     return features
 
 
+#: the fields of a leaderboard row that its audit reads (its run's key)
+ROW_FIELDS = ("task", "algorithm", "accountant", "target_epsilon", "choice")
+
+
+def audit_rows(rows: Sequence[dict], dataset: str | None, repetitions: int, jobs: int = 1,
+               log: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """Audit each row (:func:`audit_row`) as a run of the run store: an interrupted audit of a
+    leaderboard resumes audit by audit, a rerun reads finished audits back, and ``jobs`` worker
+    processes share them."""
+    runs = [Run(audit_row, {"row": {k: r[k] for k in ROW_FIELDS}, "dataset": dataset,
+                            "repetitions": repetitions,
+                            "code": run_code(r["task"], r["algorithm"])},
+                {"audit": f"{r['task']}/{r['algorithm']}/{r['accountant']}/"
+                          f"eps={r['target_epsilon']:g}"}) for r in rows]
+    return [{k: restored(v) for k, v in a.items() if k != "audit"}
+            for a in execute(runs, jobs, log)]
+
+
 def audit_row(row: dict, dataset: str | None = None, repetitions: int = 4000,
-              iterations: int = AUDIT_ITERATIONS, seed: int = 0, confidence: float = 0.95
-              ) -> dict[str, Any]:
-    """Audit one leaderboard row's configuration (see the module docstring)."""
+              iterations: int = AUDIT_ITERATIONS, seed: int = 0, confidence: float = 0.95,
+              code: str = "") -> dict[str, Any]:
+    """Audit one leaderboard row's configuration (see the module docstring; ``code``, the
+    entry's :func:`~.entries.run_code`, only keys the stored result)."""
     require(repetitions >= 20, "repetitions", repetitions, ">= 20")
     t, e = build(row["task"], dataset), entry(row["algorithm"])
     choice = choice_of(row)
