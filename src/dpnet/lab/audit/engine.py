@@ -56,6 +56,7 @@ from ...network import BitLedger, Network
 from ...noise import Noise
 from ...privacy.guarantee import PrivacyGuarantee
 from ...problems.base import Problem
+from ...problems.online import OnlineProblem
 from ...problems.stochastic import as_clip, sample_indices
 from ...registry import Registry, calling_module
 from ...rng import GOLDEN, Streams, purpose_key, splitmix64
@@ -121,6 +122,29 @@ class LinearRecords(Problem):
 
     def gradient_bound(self) -> float:
         return float(torch.linalg.vector_norm(self.c, dim=2).max())
+
+
+class LinearSamples:
+    """A sample model (:class:`~dpnet.problems.online.SampleModel`) whose row r has the constant
+    gradient ``c[r]``: ``l(x; r) = c_r^T x``. On a one-pass stream it makes a record's step
+    the only place the record shows (the stream relation's exact fixture)."""
+
+    name = "linear_samples"
+
+    def __init__(self, c) -> None:
+        self.c = torch.as_tensor(np.asarray(c, dtype=np.float64))
+        require(self.c.ndim == 2, "c", tuple(self.c.shape), "shape (N rows, dim)")
+        self.n_data, self.dim = self.c.shape
+
+    def grad(self, X, idx, w):
+        return torch.einsum("ns,nsd->nd", w.to(X.dtype), self.c[idx.cpu()].to(X.dtype))
+
+    def loss(self, X, idx, w):
+        return (w.to(X.dtype) * torch.einsum("nsd,nd->ns", self.c[idx.cpu()].to(X.dtype),
+                                             X)).sum(1)
+
+    def smoothness(self) -> float:
+        return 0.0
 
 
 class RecordPair(Problem):
@@ -329,6 +353,18 @@ class BatchProblem(Problem):
         return getattr(self.__dict__["problems"][0], name)
 
 
+
+class BatchOnlineProblem(BatchProblem, OnlineProblem):
+    """Copies of online problems are an online problem: the stream methods ask for "the gradient
+    over all data acquired so far" (:func:`~dpnet.problems.online.all_data_grad`) of an
+    :class:`~dpnet.problems.online.OnlineProblem` through ``stochastic_grad`` with no batch,
+    which :class:`BatchProblem` forwards to each copy's own stream. Nothing of
+    :class:`OnlineProblem`'s own state is built: every method an algorithm calls is
+    :class:`BatchProblem`'s."""
+
+    def __init__(self, problems: Sequence[Problem], world: np.ndarray, n: int) -> None:
+        BatchProblem.__init__(self, problems, world, n)
+
 class BatchNetwork(Network):
     """The simulated network of ``copies`` disjoint copies of ``graph`` (rows ``c*n .. c*n+n-1``
     are copy c): mixing is block-wise with the small graph's matrices, bits and transcript cover
@@ -376,7 +412,9 @@ def run_copies(algorithm: Algorithm, problems: Sequence[Problem], graph: Graph, 
         algorithm.check_problem(p)
     rng = BatchStreams(seeds, n)
     net = BatchNetwork(graph, copies, rng)
-    ctx = Context(BatchProblem(problems, world, n), net, rng)
+    batch = (BatchOnlineProblem if all(isinstance(p, OnlineProblem) for p in problems)
+             else BatchProblem)
+    ctx = Context(batch(problems, world, n), net, rng)
     X = problems[0].check_x(x0).repeat(copies, 1)
     net.set_iteration(0)
     state = algorithm.init(ctx, X)

@@ -43,11 +43,12 @@ from ...errors import require
 from ...threads import torch_threads
 from .. import report
 from ..audit import canary
-from ..audit.engine import RecordPair, run_copies, silently_scaled, threshold_test
+from ..audit.engine import LinearSamples, RecordPair, run_copies, silently_scaled, threshold_test
 from ..store import Run, execute, restored
 from .entries import entry, run_code
 from .leaderboard import calibration, choice_of
-from .tasks import build, task_spec
+from .online import RecordStream
+from .tasks import build
 
 AUDIT_ITERATIONS = 3
 UNBOUNDED_RECORD = 10.0
@@ -61,16 +62,31 @@ MUTATIONS = (0.1, 0.01, 0.001)
 CANARY_RUNS = 20_000
 
 
-def pair(task) -> tuple[RecordPair, RecordPair]:
+def pair(task) -> tuple[Any, Any]:
     """The worst-case adjacent datasets of ``task``'s relation (see the module docstring). A task
     without a record bound (``R = inf``: only clipping algorithms apply) gets records of norm
     :data:`UNBOUNDED_RECORD`, above every clipping bound of the entries, which clipping then
-    brings to the worst case."""
+    brings to the worst case. On a one-pass stream (:func:`stream_pair`) the record is agent 0's
+    first."""
     d = task.problem.dim
     u = np.ones(d) / math.sqrt(d)
     R = task.R if math.isfinite(task.R) else UNBOUNDED_RECORD
+    if not task.spec.finite_sum:
+        return tuple(stream_pair(task, R * s * u) for s in (1.0, -1.0))
     return tuple(RecordPair(task.problem.n_agents, task.m, u, R, s,
                             task.problem.smoothness) for s in (1.0, -1.0))
+
+
+def stream_pair(task, record: np.ndarray) -> RecordStream:
+    """The stream relation's fixture: ``task``'s one-pass stream (its agents, horizon and batch)
+    of linear records, every record's gradient zero but agent 0's first, ``record``. That record
+    enters step 0's gradient and nothing else; a stream method's own dynamics (DMOD's clean
+    gradient point) carry it further, which the claims charge and the transcript shows."""
+    s = task.problem
+    c = np.zeros((s.n_agents * s.pool_size, s.dim))
+    c[0] = record
+    return RecordStream(LinearSamples(c), s.n_agents,
+                        np.arange(c.shape[0]).reshape(s.n_agents, s.pool_size), s.batch)
 
 
 def _agent0_innovations(W: np.ndarray):
@@ -199,11 +215,10 @@ def sample(rows: Sequence[dict], per_task: int | None = None, dataset: str | Non
     """The audited sample: per finite-sum task, each algorithm's default-accountant row at the
     smallest target epsilon it ran (``per_task`` caps the number of algorithms), and every
     epsilon and accountant of a row the canary audit covers (it is cheap and near-tight;
-    ``dataset``: the rows' LIBSVM dataset, to rebuild their configurations). A stream's relation
-    (a record at one step) is not the finite-sum pair :func:`pair` builds: its rows are not
-    audited."""
+    ``dataset``: the rows' LIBSVM dataset, to rebuild their configurations). A stream's rows
+    are audited with the stream's pair (:func:`pair`)."""
     picked = []
-    for task in dict.fromkeys(r["task"] for r in rows if task_spec(r["task"]).finite_sum):
+    for task in dict.fromkeys(r["task"] for r in rows):
         seen = set()
         for r in sorted((r for r in rows if r["task"] == task and r["status"] == "ok"
                          and r["certified_epsilon"] > 0),       # x0 published: nothing to audit
