@@ -264,3 +264,35 @@ def test_a_requested_delta_is_met_or_refused():
         alg.calibrate(0.5, p, g, iterations=100, delta=1e-5)
     tuned = alg.calibrate(0.5, p, g, iterations=100, accountant="proof", delta=1e-3)
     assert tuned.privacy(p, g, 100, accountant="proof", delta=1e-3).delta <= 1e-3
+
+
+def test_a_pld_account_whose_grid_would_not_fit_in_memory_returns_the_rdp_bound():
+    """Calibration explores tiny noise on its way; there a PLD grid spans the privacy loss (at
+    1e-4, 10^7 points per 10^3 of epsilon) and was an out-of-memory kill (DO-ADP at sigma =
+    0.001 on a batch of 20: 10^9 points per array). Beyond dp_accounting_bridge.PLD_POINTS the
+    RDP epsilon, a valid upper bound, is returned (the grid's size is judged from the loss's
+    spread per step, dp_accounting_bridge.gaussian_loss_span); below it the PLD account is
+    unchanged."""
+    import numpy as np
+
+    from dpnet import algorithms, graphs
+    from dpnet.lab.audit.engine import LinearRecords
+    from dpnet.privacy import dp_sgd
+    from dpnet.problems.stochastic import Clip
+
+    g, r = graphs.circulant(10, offsets=(1, 2)), LinearRecords(np.zeros((10, 1953, 1)))
+    alg = algorithms.DOADP(0.1, 0.5, 0.0, sigma=0.001, p=0.5, clip=Clip(1.0, "l2"),
+                           batch_size=20)
+
+    def eps(a, accountant):
+        return a.privacy(r, g, 5, accountant=accountant, delta=1e-5, gradient_bound=1.0,
+                         activation="hidden").epsilon
+
+    assert eps(alg, "pld") == eps(alg, "rdp") > 2e3
+    low = alg.noise_scaled(100.0)           # sigma = 0.1: epsilon 0.15, the PLD account
+    assert eps(low, "pld") < eps(low, "rdp")
+    assert dp_sgd.epsilon(0.005, "poisson", 0.5, 50, 1e-5) == dp_sgd.epsilon(
+        0.005, "poisson", 0.5, 50, 1e-5, "rdp")
+    # at z = 0.02 a 1e-3 grid fits: the PLD account, far below RDP's
+    assert dp_sgd.epsilon(0.02, "poisson", 0.5, 50, 1e-5) < 0.2 * dp_sgd.epsilon(
+        0.02, "poisson", 0.5, 50, 1e-5, "rdp")

@@ -26,6 +26,8 @@ from types import ModuleType
 
 import numpy as np
 
+from ..errors import require
+
 #: orders tried beyond dp-accounting's defaults (which stop at 1024)
 EXTRA_ORDERS = (1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384)
 #: neighbouring relations by dpnet's names
@@ -83,16 +85,39 @@ def rdp_epsilon(event, delta: float, extend_orders: bool = False,
     return eps if math.isfinite(eps) else math.inf
 
 
+#: the most grid points a PLD account may span (about 400 MB per array)
+PLD_POINTS = 5e7
+
+
+def gaussian_loss_span(multiplier: float) -> float:
+    """How far the privacy loss of one Gaussian step of noise multiplier z spreads on
+    dp-accounting's truncated support (about 10 sigma either side of the shift):
+    ``1/z^2 + 20/z``; subsampling only shrinks it."""
+    return 1.0 / multiplier ** 2 + 20.0 / multiplier
+
+
 def fine_enough(epsilon_at: Callable[[float], float], interval: float | None = None,
-                start: float = 1e-4) -> float:
+                start: float = 1e-4, bound: float | None = None,
+                span: float | None = None) -> float:
     """``epsilon_at(interval)`` of a PLD account on a pessimistic grid fine enough: the given
     ``interval``; else ``start``, refined to 1/1000 of the epsilon found (at most three passes).
     A fixed grid overstates a small epsilon: 1e-4 overstates epsilon ~ 1e-3 tenfold after 1e5
-    compositions."""
+    compositions. ``bound`` and ``span``: an upper bound on the same epsilon (RDP's) and the
+    privacy loss's spread per step (:func:`gaussian_loss_span`): where a grid would hold more
+    than :data:`PLD_POINTS` points (an out-of-memory kill, not an error: calibration explores
+    tiny noise on its way) the finest grid that fits is the last tried, or ``bound`` where none
+    fits."""
+    def fits(disc: float) -> bool:
+        return span is None or span / disc <= PLD_POINTS
+
+    require(span is None or bound is not None, "bound", bound, "an upper bound on epsilon "
+            "(the fallback where a grid of the given span does not fit)")
     if interval is not None:
-        return epsilon_at(interval)
+        return epsilon_at(interval) if fits(interval) else bound
     eps, disc = math.inf, start
     for _ in range(3):
+        if not fits(disc):
+            return eps if math.isfinite(eps) else bound
         new = epsilon_at(disc)
         if not math.isfinite(new) or disc <= new / 1000:
             return new

@@ -54,7 +54,11 @@ def epsilon(noise_multiplier: float, sampler: str, rate: float, steps: int, delt
     if method == "pld":
         event = dpa.SelfComposedDpEvent(step, steps)
         return bridge.fine_enough(lambda disc: bridge.pld_epsilon(event, delta, disc, relation),
-                                  pld_discretization, start=1e-3)
+                                  pld_discretization, start=1e-3,
+                                  bound=epsilon(noise_multiplier, sampler, rate, steps, delta,
+                                                "rdp"),
+                                  # the fixed batch's pair is at twice the clipping bound
+                                  span=bridge.gaussian_loss_span(noise_multiplier / 2))
     if relation == "add_remove":
         return bridge.rdp_epsilon(dpa.SelfComposedDpEvent(step, steps), delta,
                                   extend_orders=True)

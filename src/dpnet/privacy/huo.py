@@ -291,6 +291,9 @@ def dp_accounting_epsilon(sigma: float, delta: float, mech: DOADPStep, method: s
     def step_curve(step, orders):
         return replace_one_rdp(step, orders) if poisson else bridge.rdp_curve(step, orders)
 
+    # RDP bounds the PLD account: where its grid would not fit in memory, RDP stands
+    rdp = (None if method == "rdp" else
+           dp_accounting_epsilon(sigma, delta, mech, "rdp", activation, sensitivity))
     if activation == "hidden" or mech.p == 1:    # p = 1: no activation to hide or show
         step = dpa.PoissonSampledDpEvent(mech.sampling, dpa.GaussianDpEvent(z))
         if method == "rdp":
@@ -301,12 +304,14 @@ def dp_accounting_epsilon(sigma: float, delta: float, mech: DOADPStep, method: s
                                       extend_orders=True)
         event = dpa.SelfComposedDpEvent(step, mech.T)
         return bridge.fine_enough(lambda disc: bridge.pld_epsilon(event, delta, disc, relation),
-                                  pld_discretization)
+                                  pld_discretization, bound=rdp,
+                                  span=bridge.gaussian_loss_span(z / 2 if poisson else z))
     g = mech.batch_size / mech.q
     if method == "pld":
         counts, weights, tail = active_step_bins(mech.T, mech.p, delta * 1e-3)
         return bridge.fine_enough(lambda disc: bridge.pld_epsilon_public_count(
-            z, g, counts, weights, tail, delta, disc, relation), pld_discretization)
+            z, g, counts, weights, tail, delta, disc, relation), pld_discretization, bound=rdp,
+            span=bridge.gaussian_loss_span(z / 2 if poisson else z))
 
     def total_visible(orders):
         base = step_curve(dpa.PoissonSampledDpEvent(g, dpa.GaussianDpEvent(z)), orders)
