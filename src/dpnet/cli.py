@@ -364,13 +364,19 @@ def cmd_audit(args) -> int:
             raise ParameterError("--canary", args.canary, "a target 0 < epsilon < inf")
         if not 0 < args.rate <= 1:
             raise ParameterError("--rate", args.rate, "0 < rate <= 1 (Poisson sampling)")
+        if not 0 < args.p <= 1:
+            raise ParameterError("--p", args.p, "0 < p <= 1 (node activation probability)")
+        minibatch = {"p": args.p, "activation": args.activation, "sampling": args.sampling}
         results, path = audit.suite.canary_audits(
             args.names, args.canary, args.rate, args.iterations, args.repetitions or 20000,
             args.seed, args.confidence, args.noise_factor, out,
             command + f" --canary {args.canary:g} --rate {args.rate:g} --iterations "
             f"{args.iterations}" + (f" --estimator {args.estimator}"
-                                    if args.estimator != "clopper-pearson" else ""),
-            args.estimator)
+                                    if args.estimator != "clopper-pearson" else "")
+            + "".join(f" --{k} {v:g}" if isinstance(v, float) else f" --{k} {v}"
+                      for k, v in minibatch.items()
+                      if v != audit.suite.MINIBATCH_DEFAULTS[k]),
+            args.estimator, minibatch)
         print("\n".join(report.md_table(results)))
         print(f"wrote {path}")
         return 1 if any(r["status"] == "VIOLATED" for r in results) and \
@@ -530,6 +536,14 @@ def make_parser() -> argparse.ArgumentParser:
                    help="sampling rate of --canary: Poisson for dp_sgd and decor, a fixed "
                    "batch of rate x m of m = 1953 records for doadp and dp_dda (default "
                    "64/1953, the a9a task's)")
+    s.add_argument("--p", type=float, default=1.0, help="node activation probability of "
+                   "doadp and dp_dda in --canary (default 1)")
+    s.add_argument("--activation", choices=("visible", "hidden"), default="visible",
+                   help="how --canary's accountant of doadp and dp_dda treats activation when "
+                   "p < 1: visible (sound: who sends is seen) or hidden (the paper's Lemma 4, "
+                   "which under-reports against an eavesdropper; the audit reports it)")
+    s.add_argument("--sampling", choices=("fixed", "poisson"), default="fixed",
+                   help="the batch sampler of doadp and dp_dda in --canary (default fixed)")
     s.add_argument("--estimator", choices=audit.canary.ESTIMATORS, default="clopper-pearson",
                    help="the lower bound that decides a --canary audit (the other is reported "
                    "beside it): the Clopper-Pearson threshold test, or the one-run test "

@@ -121,6 +121,26 @@ def test_the_command_line_audits_and_reports_a_silent_reduction_as_a_violation(t
     assert "VIOLATED" in text
 
 
+def test_the_command_line_sets_doadps_activation_and_sampler_and_names_them(tmp_path, capsys):
+    """``--p``, ``--activation`` and ``--sampling`` reach DO-ADP's and DP-DDA's configuration
+    and accountant, the row and the regenerate line name them (the hidden-activation fault is
+    reproduced this way: docs/auditing.md), and they are refused where they would go unused."""
+    from dpnet.cli import main
+
+    base = ["audit", "--canary", "1", "--iterations", "5", "--rate", "0.01",
+            "--repetitions", "300", "--out", str(tmp_path)]
+    assert main([*base, "doadp", "--p", "0.5", "--activation", "hidden"]) == 0
+    text = (tmp_path / "canary.md").read_text()
+    assert "| doadp, p=0.5, activation=hidden | x1 | 5 |" in text
+    assert "--p 0.5 --activation hidden" in text
+    assert main([*base, "dp_dda", "--sampling", "poisson"]) == 0
+    assert "| dp_dda, sampling=poisson |" in (tmp_path / "canary.md").read_text()
+    assert main([*base, "dp_sgd", "--p", "0.5"]) == 2
+    assert "--p=0.5" in capsys.readouterr().err
+    assert main([*base, "doadp", "--p", "1.5"]) == 2
+    assert "0 < p <= 1" in capsys.readouterr().err
+
+
 # ---- DO-ADP and DP-DDA: the canary's noisy gradient recovered from the messages --------------
 
 B, M = 4, 40

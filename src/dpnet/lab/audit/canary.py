@@ -223,8 +223,9 @@ def scores(alg, graph, iterations: int, runs: int, seed: int = 0,
     else:
         raise ParameterError("algorithm", alg.name, f"one of {AUDITED} (a canary audit)")
     skip = math.log1p(-q) if q < 1 else -math.inf        # the canary's slot not sampled
-    llr = (np.logaddexp(skip - u ** 2 / 2, math.log(q) - (u - a_A) ** 2 / 2)
-           - np.logaddexp(skip - u ** 2 / 2, math.log(q) - (u - a_B) ** 2 / 2))
+    with np.errstate(invalid="ignore"):                   # NaN: an inactive step, seen as such
+        llr = (np.logaddexp(skip - u ** 2 / 2, math.log(q) - (u - a_A) ** 2 / 2)
+               - np.logaddexp(skip - u ** 2 / 2, math.log(q) - (u - a_B) ** 2 / 2))
     total = np.nansum(llr, axis=0)             # (2 runs,); an unobserved step (NaN) scores 0
     return np.stack([total[:runs], total[runs:]])
 

@@ -75,38 +75,57 @@ CANARY_ALGORITHMS = ("dp_sgd", "decor", "doadp", "dp_dda")
 CANARY_RECORDS = 1953
 
 
-def _canary_unit(name: str, rate: float):
+#: ``dpnet audit --canary``'s options of DO-ADP and DP-DDA: node activation probability p,
+#: how the accountant treats activation, the batch's sampler
+MINIBATCH_DEFAULTS = {"p": 1.0, "activation": "visible", "sampling": "fixed"}
+
+
+def _canary_unit(name: str, rate: float, p: float = 1.0, sampling: str = "fixed"):
     """The unit-noise configuration ``dpnet audit --canary`` calibrates, and its accountant."""
     if name in ("dp_sgd", "decor"):
         return (algorithms.DPSGD(1.0, 1.0, rate=rate) if name == "dp_sgd" else
                 algorithms.DECOR(1.0, 1.0, 3.0, rate=rate)), "pld"
     batch = max(1, round(rate * CANARY_RECORDS))
     clip = Clip(1.0, "l2")
-    return (algorithms.DOADP(0.1, 0.5, 0.0, sigma=1.0, clip=clip, batch_size=batch)
+    return (algorithms.DOADP(0.1, 0.5, 0.0, sigma=1.0, p=p, clip=clip, batch_size=batch,
+                             sampling=sampling)
             if name == "doadp" else
-            algorithms.DPDDA(1.0, sigma=1.0, clip=clip, batch_size=batch)), "pld"
+            algorithms.DPDDA(1.0, sigma=1.0, p=p, clip=clip, batch_size=batch,
+                             sampling=sampling)), "pld"
 
 
 def canary_audits(names: Sequence[str], epsilon: float, rate: float, iterations: int,
                   runs: int, seed: int, confidence: float, noise_factor: float, out: Path,
-                  command: str, estimator: str = "clopper-pearson") -> tuple[list[dict], Path]:
+                  command: str, estimator: str = "clopper-pearson",
+                  minibatch: dict | None = None) -> tuple[list[dict], Path]:
     """Canary audits (:mod:`.canary`) on the 10-agent circulant graph, each configuration
     calibrated to ``epsilon`` at delta = 1e-5 by PLD over ``iterations`` steps: DP-SGD and
     DECOR (``z_cor = 3 z_cdp``) at Poisson rate ``rate``, DO-ADP and DP-DDA with a fixed batch
     of ``rate m`` of m = :data:`CANARY_RECORDS` records, clipped in l2 at 1; ``noise_factor``
     silently scales the noise (the claim unchanged); ``estimator``: the lower bound that decides
-    (the other is reported beside it). Writes ``canary.md``; returns the results and its path."""
+    (the other is reported beside it); ``minibatch``: DO-ADP's and DP-DDA's options of
+    :data:`MINIBATCH_DEFAULTS` (``activation="hidden"`` is the paper's Lemma 4, the accounting
+    fault the audit reports against an eavesdropper when p < 1). Writes ``canary.md``; returns
+    the results and its path."""
     chosen = list(CANARY_ALGORITHMS) if not names or list(names) == ["all"] else list(names)
     for name in chosen:
         if name not in CANARY_ALGORITHMS:
             raise ParameterError("names", name, f"one of {CANARY_ALGORITHMS} with --canary")
+    options = {**MINIBATCH_DEFAULTS, **(minibatch or {})}
+    changed = {k for k, v in options.items() if v != MINIBATCH_DEFAULTS[k]}
+    if changed and not {"doadp", "dp_dda"} & set(chosen):
+        raise ParameterError(f"--{sorted(changed)[0]}", options[sorted(changed)[0]],
+                             "an option of doadp and dp_dda only (name one of them)")
     graph = graphs.circulant(10, offsets=(1, 2))
     results, cp = [], estimator == "clopper-pearson"
     for name in chosen:
-        unit, accountant = _canary_unit(name, rate)
-        m = CANARY_RECORDS if name in ("doadp", "dp_dda") else 100
+        minibatch_method = name in ("doadp", "dp_dda")
+        unit, accountant = (_canary_unit(name, rate, options["p"], options["sampling"])
+                            if minibatch_method else _canary_unit(name, rate))
+        m = CANARY_RECORDS if minibatch_method else 100
         records = LinearRecords(np.zeros((graph.n, m, 1)))
-        constants = {"gradient_bound": 1.0} if name in ("doadp", "dp_dda") else {}
+        constants = ({"gradient_bound": 1.0, "activation": options["activation"]}
+                     if minibatch_method else {})
         alg = unit.calibrate(epsilon, records, graph, iterations, delta=1e-5,
                              accountant=accountant, **constants)
 
@@ -120,7 +139,10 @@ def canary_audits(names: Sequence[str], epsilon: float, rate: float, iterations:
         a = canary.audit(ran, graph, iterations, claim, 1e-5, runs, seed, confidence,
                          power=noise_factor == 1, records=m, profile=profile,
                          estimator=estimator)
-        results.append({"algorithm": name, "noise factor": f"x{noise_factor:g}",
+        results.append({"algorithm": name + "".join(
+                            f", {k}={v:g}" if isinstance(v, float) else f", {k}={v}"
+                            for k, v in options.items() if minibatch_method and k in changed),
+                        "noise factor": f"x{noise_factor:g}",
                         "K": iterations, "rate": f"{rate:.4g}", "runs/world": runs,
                         "claimed eps": f"{claim:.4g}",
                         "CP lower bound": f"{a['lower_bound' if cp else 'other_bound']:.4g}",
