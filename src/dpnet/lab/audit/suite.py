@@ -100,8 +100,9 @@ def canary_audits(names: Sequence[str], epsilon: float, rate: float, iterations:
                   minibatch: dict | None = None) -> tuple[list[dict], Path]:
     """Canary audits (:mod:`.canary`) on the 10-agent circulant graph, each configuration
     calibrated to ``epsilon`` at delta = 1e-5 by PLD over ``iterations`` steps: DP-SGD and
-    DECOR (``z_cor = 3 z_cdp``) at Poisson rate ``rate``, DO-ADP and DP-DDA with a fixed batch
-    of ``rate m`` of m = :data:`CANARY_RECORDS` records, clipped in l2 at 1; ``noise_factor``
+    DECOR (``z_cor = 3 z_cdp``) at Poisson rate ``rate``, DO-ADP and DP-DDA with a batch of
+    ``rate m`` of m = :data:`CANARY_RECORDS` records (fixed, or Poisson with
+    ``minibatch["sampling"]``), clipped in l2 at 1; ``noise_factor``
     silently scales the noise (the claim unchanged); ``estimator``: the lower bound that decides
     (the other is reported beside it); ``minibatch``: DO-ADP's and DP-DDA's options of
     :data:`MINIBATCH_DEFAULTS` (``activation="hidden"`` is the paper's Lemma 4, the accounting

@@ -21,8 +21,11 @@ number of runs reaches the tail events where a d-dimensional Laplace mechanism's
 peaks, and the theorems' epsilons sum a worst case over every iteration that a single record
 pair realises only at the first.
 
-Rows the canary audit covers (``dp_sgd``, ``decor`` and the DP-SGD anchors; ``doadp`` and
-``dp_dda`` with their clipped fixed batch) get the white-box canary audit of
+A stream task's relation is one record of one agent's stream, used at one step: its pair is
+the task's one-pass stream of linear records, all zero but agent 0's first (:func:`stream_pair`).
+
+Rows the canary audit covers (``dp_sgd``, ``decor`` and the DP-SGD anchors; DO-ADP and DP-DDA
+with their clipped batch, fixed or Poisson) get the white-box canary audit of
 :mod:`dpnet.lab.audit.canary` instead, at every epsilon and accountant: at the row's own
 horizon and noise, with a Dirac gradient canary, the exact likelihood-ratio score, at least
 :data:`CANARY_RUNS` runs per world (they are cheap), the claim's privacy profile at larger
