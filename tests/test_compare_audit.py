@@ -2,6 +2,7 @@
 relation's sensitivity exactly, a calibrated configuration stays within its claim, the same test
 catches a silently under-noised run, and the CLI writes the audit and fails on a violation."""
 
+import csv
 import json
 import math
 
@@ -139,3 +140,25 @@ def test_a_stream_row_is_audited_with_the_stream_pair(name):
     out = audit.audit_row(row, "a9a", repetitions=1000)
     assert out["status"] == "ok" and out["claimed_epsilon"] == pytest.approx(1.0, rel=1e-6)
     assert not out["violated"] and out["caught_at"] in (0.1, 0.01)
+
+
+def test_a_published_leaderboard_is_audited_from_its_csv(tmp_path, capsys):
+    """``compare --audit-csv``: the sample of a published leaderboard.csv is audited without
+    recomputing the leaderboard, with the same numbers as the audit of the rows it came from."""
+    lb, out = tmp_path / "lb", tmp_path / "audit"
+    argv = ["compare", "--quick", "--tasks", "logistic", "--dataset", "a9a", "--algorithms",
+            "dpp2,dp_sgd", "--epsilons", "2", "--seeds", "0", "--tight", "none", "--without-x0",
+            "--silent"]
+    assert main([*argv, "--audit", "100", "--out", str(lb)]) == 0
+    assert main(["compare", "--audit", "100", "--audit-csv", str(lb / "leaderboard.csv"),
+                 "--dataset", "a9a", "--silent", "--out", str(out)]) == 0
+    with (lb / "audit.csv").open() as a, (out / "audit.csv").open() as b:
+        assert list(csv.DictReader(a)) == list(csv.DictReader(b))
+    text = (out / "audit.md").read_text()
+    assert "# Audit of" in text and "--audit-csv" in text and "| dp_sgd | pld | canary |" in text
+    assert main(["compare", "--audit", "0", "--audit-csv", str(lb / "leaderboard.csv"),
+                 "--out", str(out)]) == 2
+    assert "--audit=0" in capsys.readouterr().err
+    assert main(["compare", "--audit", "10", "--audit-csv", str(tmp_path / "none.csv"),
+                 "--out", str(out)]) == 2
+    assert "none.csv" in capsys.readouterr().err

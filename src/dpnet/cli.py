@@ -263,6 +263,8 @@ def cmd_compare(args, progress: bool = False) -> int:
     if args.audit < 0 or (args.audit_per_task is not None and args.audit_per_task < 1):
         raise ParameterError("--audit", args.audit, "a number of runs >= 0 (--audit-per-task "
                              ">= 1)")
+    if args.audit_csv is not None:
+        return _audit_published(args)
     seeds = sweep.parse_seeds(args.seeds) if args.seeds is not None else (
         [0, 1] if args.quick else [0, 1, 2])
     rows = compare.compare(tasks, epsilons, algs, quick=args.quick, seeds=seeds,
@@ -285,6 +287,26 @@ def cmd_compare(args, progress: bool = False) -> int:
         print(f"ERROR: {len(over)} row(s) certify more than their target epsilon")
         return 1
     violated = [a for a in audits or [] if a.get("violated")]
+    if violated:
+        print(f"ERROR: {len(violated)} audited configuration(s) exceed their claim: "
+              + ", ".join(f"{a['task']}/{a['algorithm']}" for a in violated))
+        return 1
+    return 0
+
+
+def _audit_published(args) -> int:
+    """``dpnet compare --audit-csv CSV --audit RUNS``: audit a published leaderboard's sample."""
+    if args.audit < 1:
+        raise ParameterError("--audit", args.audit, "a number of runs >= 1 with --audit-csv")
+    rows = compare.audit.published_rows(args.audit_csv)
+    picked = compare.audit.sample(rows, args.audit_per_task, args.dataset)
+    audits = compare.audit.audit_rows(
+        picked, args.dataset, args.audit, args.jobs,
+        None if args.quiet else lambda m: print("  audited " + m, flush=True))
+    paths = compare.publish.write_audit(audits, args.out, "dpnet compare " + " ".join(args.argv),
+                                        args.audit_csv)
+    print(f"wrote {', '.join(str(p) for p in paths.values())}")
+    violated = [a for a in audits if a.get("violated")]
     if violated:
         print(f"ERROR: {len(violated)} audited configuration(s) exceed their claim: "
               + ", ".join(f"{a['task']}/{a['algorithm']}" for a in violated))
@@ -484,6 +506,9 @@ def make_parser() -> argparse.ArgumentParser:
                    "(default 0: no audit); exit status 1 if any exceeds its claim")
     s.add_argument("--audit-per-task", type=int, default=None, metavar="N",
                    help="at most N audited algorithms per task (default: every one)")
+    s.add_argument("--audit-csv", default=None, metavar="CSV",
+                   help="audit the rows of a published leaderboard.csv instead of computing a "
+                   "leaderboard (with --audit RUNS; writes audit.md and audit.csv)")
     _with_option(s, "benchmark entries or tasks (dpnet.lab.compare.entries.register)")
     s.add_argument("--jobs", type=int, default=1)
     s.add_argument("--quiet", "--silent", dest="quiet", action="store_true",

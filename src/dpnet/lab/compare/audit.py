@@ -35,8 +35,10 @@ deltas, the Gaussian-DP estimate beside the bound, and the finer mutations of
 
 from __future__ import annotations
 
+import csv
 import math
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -123,6 +125,20 @@ def audit_rows(rows: Sequence[dict], dataset: str | None, repetitions: int, jobs
                           f"eps={r['target_epsilon']:g}"}) for r in rows]
     return [{k: restored(v) for k, v in a.items() if k != "audit"}
             for a in execute(runs, jobs, log)]
+
+
+def published_rows(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of a leaderboard's ``leaderboard.csv`` (a published one can be audited without
+    recomputing it: an audit re-calibrates each configuration from its choice and target)."""
+    path = Path(path)
+    require(path.is_file(), "--audit-csv", str(path), "a leaderboard.csv that exists")
+    with path.open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    missing = sorted({*ROW_FIELDS, "status", "certified_epsilon"} - set(rows[0] if rows else {}))
+    require(not missing, "--audit-csv", str(path), f"a leaderboard CSV with the columns "
+            f"{sorted({*ROW_FIELDS, 'status', 'certified_epsilon'})}", f"missing {missing}")
+    return [{**r, "target_epsilon": float(r["target_epsilon"]),
+             "certified_epsilon": float(r["certified_epsilon"] or "nan")} for r in rows]
 
 
 def audit_row(row: dict, dataset: str | None = None, repetitions: int = 4000,

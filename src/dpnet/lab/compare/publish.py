@@ -36,15 +36,29 @@ def write(rows: list[dict], out: str | Path, command: str, quick: bool,
                                      out / f"utility-{task}.png", ref)
     text = markdown(rows, command, quick, dataset, refs)
     if audits:
-        with (out / "audit.csv").open("w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(dict.fromkeys(k for a in audits for k in a)))
-            w.writeheader()
-            w.writerows(audits)
-        paths["audit"] = out / "audit.csv"
+        paths["audit"] = _audit_csv(audits, out)
         text += "\n" + audit.markdown(audits)
     (out / "leaderboard.md").write_text(text)
     paths["md"] = out / "leaderboard.md"
     return paths
+
+
+def _audit_csv(audits: list[dict], out: Path) -> Path:
+    with (out / "audit.csv").open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(dict.fromkeys(k for a in audits for k in a)))
+        w.writeheader()
+        w.writerows(audits)
+    return out / "audit.csv"
+
+
+def write_audit(audits: list[dict], out: str | Path, command: str,
+                source: str) -> dict[str, Path]:
+    """``audit.csv`` and ``audit.md`` of a published leaderboard's audit (``source``: its CSV)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    md = out / "audit.md"
+    md.write_text(f"# Audit of {source}\n\nRegenerate: `{command}`\n\n" + audit.markdown(audits))
+    return {"audit": _audit_csv(audits, out), "md": md}
 
 
 def epsilons_of(rows: list[dict], task: str) -> list[float]:
