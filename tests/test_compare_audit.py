@@ -162,3 +162,12 @@ def test_a_published_leaderboard_is_audited_from_its_csv(tmp_path, capsys):
     assert main(["compare", "--audit", "10", "--audit-csv", str(tmp_path / "none.csv"),
                  "--out", str(out)]) == 2
     assert "none.csv" in capsys.readouterr().err
+
+
+def test_the_sample_takes_a_streams_rows_too():
+    rows = [{"task": "logistic_stream", "algorithm": "dola", "accountant": acc,
+             "target_epsilon": e, "status": "ok", "certified_epsilon": e,
+             "choice": "alpha0=0.03, power=0.5, horizon=1, K=20"}
+            for e in (1.0, 2.0) for acc in ("laplace", "pld")]
+    assert [(r["algorithm"], r["accountant"], r["target_epsilon"])
+            for r in audit.sample(rows, dataset="a9a")] == [("dola", "laplace", 1.0)]
