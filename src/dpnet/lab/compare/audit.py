@@ -263,7 +263,8 @@ def markdown(audits: Sequence[dict]) -> str:
     lines = ["## Audit of a sample of calibrated configurations", "",
              "Each configuration re-calibrated to its target epsilon over K_a iterations, run on "
              "the relation's worst-case adjacent datasets (agent 0's record 0 with per-record "
-             "gradient +R u vs -R u, all others 0: the local gradient moves by exactly 2R/m); "
+             "gradient +R u vs -R u, all others 0: the local gradient moves by exactly 2R/m; "
+             "on a stream, agent 0's first record: its step's gradient moves by 2R, no other); "
              "the audited epsilon is a 95 % lower bound from agent 0's transcript. Resolution: "
              "the largest silent noise factor of "
              + ", ".join(f"x{f:g}" for f in MUTATIONS) + " at which the same test exceeds the "
