@@ -286,12 +286,7 @@ def cmd_compare(args, progress: bool = False) -> int:
     if over:          # calibration never overshoots; a row that did would be a bug, said loudly
         print(f"ERROR: {len(over)} row(s) certify more than their target epsilon")
         return 1
-    violated = [a for a in audits or [] if a.get("violated")]
-    if violated:
-        print(f"ERROR: {len(violated)} audited configuration(s) exceed their claim: "
-              + ", ".join(f"{a['task']}/{a['algorithm']}" for a in violated))
-        return 1
-    return 0
+    return _audit_status(audits or [])
 
 
 def _audit_published(args) -> int:
@@ -306,6 +301,11 @@ def _audit_published(args) -> int:
     paths = compare.publish.write_audit(audits, args.out, "dpnet compare " + " ".join(args.argv),
                                         args.audit_csv)
     print(f"wrote {', '.join(str(p) for p in paths.values())}")
+    return _audit_status(audits)
+
+
+def _audit_status(audits: list[dict]) -> int:
+    """1, said loudly, where an audited configuration exceeds its claim; else 0."""
     violated = [a for a in audits if a.get("violated")]
     if violated:
         print(f"ERROR: {len(violated)} audited configuration(s) exceed their claim: "
