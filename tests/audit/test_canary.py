@@ -13,6 +13,7 @@ from dpnet.algorithms import DECOR, DOADP, DPDDA, DPSGD
 from dpnet.errors import ParameterError
 from dpnet.lab.audit import canary
 from dpnet.lab.audit.engine import LinearRecords, run_copies, silently_scaled
+from dpnet.lab.audit.suite import CANARY_RECORDS
 from dpnet.problems.stochastic import Clip
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -133,6 +134,17 @@ def test_the_command_line_sets_doadps_activation_and_sampler_and_names_them(tmp_
     text = (tmp_path / "canary.md").read_text()
     assert "| doadp, p=0.5, activation=hidden | x1 | 5 |" in text
     assert "--p 0.5 --activation hidden" in text
+    # the option reached the accountant: at the printed sigma the hidden-activation account
+    # (Lemma 4) certifies the target 1, the sound visible one does not
+    sigma = float(text.split("| sigma=")[1].split(" |")[0])
+    records, graph = LinearRecords(np.zeros((10, CANARY_RECORDS, 1))), graphs.circulant(10, (1, 2))
+    at = DOADP(0.1, 0.5, 0.0, sigma=sigma, p=0.5, clip=Clip(1.0, "l2"),
+               batch_size=round(0.01 * CANARY_RECORDS))
+
+    def eps(activation):
+        return at.privacy(records, graph, 5, delta=1e-5, accountant="pld", gradient_bound=1.0,
+                          activation=activation).epsilon
+    assert eps("hidden") == pytest.approx(1.0, abs=2e-3) and eps("visible") > 1.05
     assert main([*base, "dp_dda", "--sampling", "poisson"]) == 0
     assert "| dp_dda, sampling=poisson |" in (tmp_path / "canary.md").read_text()
     assert main([*base, "dp_sgd", "--p", "0.5"]) == 2

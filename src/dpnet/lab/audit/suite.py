@@ -94,6 +94,13 @@ def _canary_unit(name: str, rate: float, p: float = 1.0, sampling: str = "fixed"
                              sampling=sampling)), "pld"
 
 
+def calibrated_noise(alg) -> str:
+    """The noise scales a calibration chose (``sigma=0.61``): the audited configuration's
+    noise, which tells the accountants apart where the claims are equal by calibration."""
+    return ", ".join(f"{a}={getattr(getattr(alg, a), 'scale', getattr(alg, a)):.4g}"
+                     for a in alg.noise_attributes if not a.startswith("_"))
+
+
 def canary_audits(names: Sequence[str], epsilon: float, rate: float, iterations: int,
                   runs: int, seed: int, confidence: float, noise_factor: float, out: Path,
                   command: str, estimator: str = "clopper-pearson",
@@ -146,6 +153,7 @@ def canary_audits(names: Sequence[str], epsilon: float, rate: float, iterations:
                         "noise factor": f"x{noise_factor:g}",
                         "K": iterations, "rate": f"{rate:.4g}", "runs/world": runs,
                         "claimed eps": f"{claim:.4g}",
+                        "calibrated noise": calibrated_noise(alg),
                         "CP lower bound": f"{a['lower_bound' if cp else 'other_bound']:.4g}",
                         "one-run lower bound": f"{a['other_bound' if cp else 'lower_bound']:.4g}",
                         "GDP estimate": f"{a['gdp_estimate']:.4g}",
