@@ -1,5 +1,6 @@
 """A sweep stopped by Ctrl-C ends within seconds with one line (exit status 130), keeps only
-finished points, and resumes; its workers die with it, also when it is killed outright."""
+finished points, and resumes; its workers die with it, also when it is killed outright. A
+command whose reader leaves (`| head`) ends quietly."""
 
 from __future__ import annotations
 
@@ -109,3 +110,14 @@ def test_workers_die_with_a_killed_sweep(tmp_path):
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=30)
     assert _wait_gone(workers) == []
+
+
+def test_a_reader_that_leaves_ends_the_command_quietly():
+    """`dpnet list algorithms | head -0`: the pipe is closed before dpnet writes, so its first
+    write fails; it ends with the shell's SIGPIPE status (141) and no traceback."""
+    read, write = os.pipe()
+    os.close(read)                               # the reader is gone before dpnet starts
+    proc = subprocess.run([sys.executable, "-c", CLI, "list", "algorithms"], stdout=write,
+                          stderr=subprocess.PIPE, text=True, timeout=120)
+    os.close(write)
+    assert proc.returncode == 141 and "Traceback" not in proc.stderr, proc.stderr

@@ -17,6 +17,7 @@ import importlib
 import importlib.util
 import inspect
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -597,6 +598,11 @@ def main(argv: list[str] | None = None) -> int:
     except DPNetError as err:
         print(f"dpnet: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader left (`dpnet ... | head`): what it read is all it wanted; stdout is
+        # pointed at devnull so the interpreter's final flush does not raise a second time
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141   # the shell's status for a process ended by SIGPIPE
     except KeyboardInterrupt:
         # the store ended its workers; what finished is cached, nothing half-written counts
         print("dpnet: interrupted; finished runs are kept in the run cache, rerun to resume",
