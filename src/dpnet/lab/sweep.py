@@ -140,11 +140,9 @@ def point(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def _float(v: Any) -> float:
-    """A number from a stored result: null (an untracked metric) and "nan" are NaN, "inf" is inf."""
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return math.nan
+    """A number from a stored result: null (an untracked metric) is NaN, and the store's
+    non-finite strings are read back by :func:`.store.restored`."""
+    return math.nan if v is None else float(store.restored(v))
 
 
 def main_metric(final: dict[str, Any]) -> str:
