@@ -1,6 +1,7 @@
 """First contact: the README's Python quick start runs as printed, reaches epsilon <= 10 (the text
 says 1) and lowers its objective; the example configurations state their epsilon; a run that
-makes things worse or has epsilon > 10 says so (Result.diagnosis, RunDiagnosis warnings)."""
+makes things worse or has epsilon > 10 says so (Result.diagnosis, RunDiagnosis warnings); the
+command line starts without its heavy optional imports."""
 
 import re
 import tomllib
@@ -91,3 +92,20 @@ def test_diagnosis_thresholds_and_fallback_metrics():
     for eps, n in ((10.0, 1), (10.5, 2)):
         res.privacy = type(res.privacy)(**{**vars(res.privacy), "epsilon": eps})
         assert len(res.diagnosis()) == n
+
+
+def test_the_command_line_starts_without_its_heavy_optional_imports():
+    """`dpnet --help` and `dpnet list` import the CLI, the library and the application layer,
+    but none of the imports that are paid only where used (numba's kernels, dp-accounting,
+    matplotlib, scipy.optimize/signal/stats): each costs 0.1-0.3 s of a start-up that
+    benchmarks/RESULTS.md measures (a structural check; no wall-clock limit)."""
+    import subprocess
+    import sys
+
+    lazy = ("numba", "dp_accounting", "matplotlib", "scipy.optimize", "scipy.signal",
+            "scipy.stats")
+    code = ("import sys, dpnet.cli; "
+            f"print(','.join(m for m in {lazy!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True).stdout.strip()
+    assert out == "", f"imported at start-up: {out}"

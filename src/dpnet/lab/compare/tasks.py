@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from scipy import optimize, special
 
 from ... import graphs
 from ...errors import DPNetError
@@ -162,6 +161,9 @@ def logistic_score(problem, evals: dict, f_star: float):
     validation estimate, the suboptimality of the same regularised objective on the validation
     set (tuning then reads no training data beyond the runs themselves). Both with the held-out
     logistic loss and accuracy of the split."""
+    # scipy.optimize costs 0.2 s at import: the CLI imports this module for every command
+    from scipy import optimize, special
+
     reg = float(problem.reg)
 
     def objective(x: np.ndarray, Xs: np.ndarray, ys: np.ndarray) -> tuple[float, np.ndarray]:
