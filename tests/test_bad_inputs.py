@@ -10,6 +10,7 @@ from dpnet import algorithms, cli, compression, graphs, noise, problems
 from dpnet.algorithms import DGD, DiaDSP, GradientTracking
 from dpnet.errors import NonFiniteError, ParameterError, UnknownNameError
 from dpnet.lab import config
+from dpnet.lab.compare import entries
 
 
 def _raises(call, name, value, condition):
@@ -111,6 +112,8 @@ def test_unknown_names_list_the_known_ones():
     with pytest.raises(UnknownNameError, match="unknown noise kind 'cauchy'; known noise kinds: "
                                                "gaussian, laplace"):
         noise.from_spec({"kind": "cauchy"})
+    with pytest.raises(UnknownNameError, match="known benchmark entries: .*doadp_poisson"):
+        entries.entry("dpsgd")
     _raises(lambda: algorithms.from_spec({"name": "dgd", "eta": 0.1, "stepsize": 2}),
             "algorithm.dgd", "['stepsize']", "parameters among")
 
