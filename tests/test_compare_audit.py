@@ -73,6 +73,12 @@ def test_the_sample_takes_each_algorithms_smallest_epsilon_default_row_and_every
         ("dp_sgd", "pld", 1.0), ("doadp", "proof", 2.0), ("doadp", "rdp", 2.0),
         ("dp_sgd", "pld", 2.0)]
     assert len(audit.sample(rows, per_task=1)) == 1
+    # every row: DiaDSP at both epsilons and both accountants too; still nothing for x0 or n/a
+    every = {(r["algorithm"], r["accountant"], r["target_epsilon"])
+             for r in audit.sample(rows, every=True)}
+    assert every == {(r["algorithm"], r["accountant"], r["target_epsilon"]) for r in rows
+                     if r["status"] == "ok" and r["certified_epsilon"] > 0}
+    assert len(every) == 10 and ("diadsp", "rdp", 2.0) in every
 
 
 def test_cli_compare_with_audit_writes_the_audit(tmp_path, capsys):
@@ -162,6 +168,11 @@ def test_a_published_leaderboard_is_audited_from_its_csv(tmp_path, capsys):
     assert main(["compare", "--audit", "10", "--audit-csv", str(tmp_path / "none.csv"),
                  "--out", str(out)]) == 2
     assert "--audit-csv=" in (err := capsys.readouterr().err) and "that exists" in err
+    # the sample's options are refused without --audit (nothing silently ignored)
+    assert main([*argv, "--audit-every-row", "--out", str(out)]) == 2
+    assert "--audit-every-row=True" in (err := capsys.readouterr().err) and "--audit RUNS" in err
+    assert main([*argv, "--audit-per-task", "2", "--out", str(out)]) == 2
+    assert "--audit-per-task=2" in capsys.readouterr().err
 
 
 def test_the_sample_takes_a_streams_rows_too():

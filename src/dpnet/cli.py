@@ -264,6 +264,10 @@ def cmd_compare(args, progress: bool = False) -> int:
     if args.audit < 0 or (args.audit_per_task is not None and args.audit_per_task < 1):
         raise ParameterError("--audit", args.audit, "a number of runs >= 0 (--audit-per-task "
                              ">= 1)")
+    for option, value in (("--audit-every-row", args.audit_every_row),
+                          ("--audit-per-task", args.audit_per_task)):
+        if value not in (False, None) and not args.audit:
+            raise ParameterError(option, value, "an option of --audit RUNS (give RUNS >= 1)")
     if args.audit_csv is not None:
         return _audit_published(args)
     seeds = sweep.parse_seeds(args.seeds) if args.seeds is not None else (
@@ -276,7 +280,8 @@ def cmd_compare(args, progress: bool = False) -> int:
     command = "dpnet compare " + " ".join(args.argv)
     audits = None
     if args.audit:
-        picked = compare.audit.sample(rows, args.audit_per_task, args.dataset)
+        picked = compare.audit.sample(rows, args.audit_per_task, args.dataset,
+                                      args.audit_every_row)
         audits = compare.audit.audit_rows(
             picked, args.dataset, args.audit, args.jobs,
             None if args.quiet else lambda m: print("  audited " + m, flush=True))
@@ -295,7 +300,7 @@ def _audit_published(args) -> int:
     if args.audit < 1:
         raise ParameterError("--audit", args.audit, "a number of runs >= 1 with --audit-csv")
     rows = compare.audit.published_rows(args.audit_csv)
-    picked = compare.audit.sample(rows, args.audit_per_task, args.dataset)
+    picked = compare.audit.sample(rows, args.audit_per_task, args.dataset, args.audit_every_row)
     audits = compare.audit.audit_rows(
         picked, args.dataset, args.audit, args.jobs,
         None if args.quiet else lambda m: print("  audited " + m, flush=True))
@@ -502,9 +507,13 @@ def make_parser() -> argparse.ArgumentParser:
                         "start x0 (K = 0) does better on validation (the papers' protocol)")
     s.add_argument("--quick", action="store_true", help="short horizons, 2 trials per method")
     s.add_argument("--audit", type=int, default=0, metavar="RUNS",
-                   help="audit a sample of the calibrated configurations (each algorithm's "
-                   "smallest-epsilon row per task) with RUNS runs per adjacent dataset, e.g. 4000 "
-                   "(default 0: no audit); exit status 1 if any exceeds its claim")
+                   help="audit the calibrated configurations with RUNS runs per adjacent "
+                   "dataset, e.g. 4000 (default 0: no audit): every row the canary audit covers, "
+                   "and each other algorithm's smallest-epsilon row per task (all of them with "
+                   "--audit-every-row); exit status 1 if any exceeds its claim")
+    s.add_argument("--audit-every-row", action="store_true",
+                   help="with --audit: audit every row that releases more than x0, at every "
+                   "epsilon and accountant")
     s.add_argument("--audit-per-task", type=int, default=None, metavar="N",
                    help="at most N audited algorithms per task (default: every one)")
     s.add_argument("--audit-csv", default=None, metavar="CSV",

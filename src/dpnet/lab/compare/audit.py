@@ -229,20 +229,21 @@ def canary_row(row: dict, dataset: str | None, runs: int, seed: int = 0,
             "seconds": a["seconds"]}
 
 
-def sample(rows: Sequence[dict], per_task: int | None = None, dataset: str | None = None
-           ) -> list[dict]:
-    """The audited sample: per finite-sum task, each algorithm's default-accountant row at the
-    smallest target epsilon it ran (``per_task`` caps the number of algorithms), and every
-    epsilon and accountant of a row the canary audit covers (it is cheap and near-tight;
-    ``dataset``: the rows' LIBSVM dataset, to rebuild their configurations). A stream's rows
-    are audited with the stream's pair (:func:`pair`)."""
+def sample(rows: Sequence[dict], per_task: int | None = None, dataset: str | None = None,
+           every: bool = False) -> list[dict]:
+    """The audited rows, per task: every epsilon and accountant of a row the canary audit
+    covers (it is cheap and near-tight), and of the other rows each algorithm's
+    default-accountant row at the smallest target epsilon it ran, or with ``every`` all of
+    them (``per_task`` caps the number of algorithms; ``dataset``: the rows' LIBSVM dataset, to
+    rebuild their configurations). A row that publishes x0 has nothing to audit. A stream's
+    rows are audited with the stream's pair (:func:`pair`)."""
     picked = []
     for task in dict.fromkeys(r["task"] for r in rows):
         seen = set()
         for r in sorted((r for r in rows if r["task"] == task and r["status"] == "ok"
-                         and r["certified_epsilon"] > 0),       # x0 published: nothing to audit
+                         and r["certified_epsilon"] > 0),
                         key=lambda r: (r["target_epsilon"], r["algorithm"], r["accountant"])):
-            covered = _canary(r, dataset)
+            covered = every or _canary(r, dataset)
             if not covered and r["accountant"] != entry(r["algorithm"]).default:
                 continue
             if r["algorithm"] not in seen and (per_task is None or len(seen) < per_task):
