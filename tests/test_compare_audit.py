@@ -168,6 +168,22 @@ def test_a_published_leaderboard_is_audited_from_its_csv(tmp_path, capsys):
     assert main(["compare", "--audit", "10", "--audit-csv", str(tmp_path / "none.csv"),
                  "--out", str(out)]) == 2
     assert "--audit-csv=" in (err := capsys.readouterr().err) and "that exists" in err
+    # --tasks/--algorithms/--epsilons select published rows; a value the CSV lacks is an error
+    # naming the ones it has, and the options of computing a leaderboard are refused
+    assert main(["compare", "--audit", "100", "--audit-csv", str(lb / "leaderboard.csv"),
+                 "--algorithms", "dp_sgd", "--dataset", "a9a", "--silent", "--out",
+                 str(tmp_path / "one")]) == 0
+    def filled(rows):     # the columns of the record-pair rows are empty for the canary rows
+        return [{k: v for k, v in r.items() if v != ""} for r in rows]
+    with (lb / "audit.csv").open() as a, (tmp_path / "one" / "audit.csv").open() as b:
+        assert filled(r for r in csv.DictReader(a) if r["algorithm"] == "dp_sgd") == filled(
+            csv.DictReader(b)) != []
+    for extra, said in ((["--algorithms", "dp_sgd,dpsgd"], "--algorithms='dpsgd'"),
+                        (["--epsilons", "3"], "column: 2"), (["--quick"], "--quick=True"),
+                        (["--tight", "pld"], "--tight='pld'")):
+        assert main(["compare", "--audit", "100", "--audit-csv", str(lb / "leaderboard.csv"),
+                     *extra, "--out", str(out)]) == 2
+        assert said in capsys.readouterr().err
     # the sample's options are refused without --audit (nothing silently ignored)
     assert main([*argv, "--audit-every-row", "--out", str(out)]) == 2
     assert "--audit-every-row=True" in (err := capsys.readouterr().err) and "--audit RUNS" in err

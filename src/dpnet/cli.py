@@ -296,10 +296,33 @@ def cmd_compare(args, progress: bool = False) -> int:
 
 
 def _audit_published(args) -> int:
-    """``dpnet compare --audit-csv CSV --audit RUNS``: audit a published leaderboard's sample."""
+    """``dpnet compare --audit-csv CSV --audit RUNS``: audit a published leaderboard's sample
+    (``--tasks``, ``--algorithms`` and ``--epsilons`` select its rows)."""
     if args.audit < 1:
         raise ParameterError("--audit", args.audit, "a number of runs >= 1 with --audit-csv")
+    computing = [(o, v) for o, v, given in (
+        ("--quick", True, args.quick), ("--seeds", args.seeds, args.seeds is not None),
+        ("--without-x0", True, args.without_x0), ("--tight", args.tight, "--tight" in args.argv))
+        if given]
+    if computing:
+        raise ParameterError(*computing[0], "an option of computing a leaderboard, not of "
+                             "--audit-csv (the published rows carry their own)")
     rows = compare.audit.published_rows(args.audit_csv)
+    for option, field, wanted in (("--tasks", "task", _listed("--tasks", args.tasks)),
+                                  ("--algorithms", "algorithm",
+                                   _listed("--algorithms", args.algorithms)),
+                                  ("--epsilons", "target_epsilon", _epsilons(args.epsilons))):
+        if wanted is None:
+            continue
+        known = sorted({r[field] for r in rows})
+        missing = [w for w in wanted if w not in known]
+        if missing:
+            raise ParameterError(option, ",".join(f"{w:g}" if isinstance(w, float) else w
+                                                  for w in missing),
+                                 f"values of the CSV's {field} column: "
+                                 + ", ".join(f"{k:g}" if isinstance(k, float) else k
+                                             for k in known))
+        rows = [r for r in rows if r[field] in wanted]
     picked = compare.audit.sample(rows, args.audit_per_task, args.dataset, args.audit_every_row)
     audits = compare.audit.audit_rows(
         picked, args.dataset, args.audit, args.jobs,
