@@ -180,7 +180,7 @@ def test_a_published_leaderboard_is_audited_from_its_csv(tmp_path, capsys):
             csv.DictReader(b)) != []
     for extra, said in ((["--algorithms", "dp_sgd,dpsgd"], "--algorithms='dpsgd'"),
                         (["--epsilons", "3"], "column: 2"), (["--quick"], "--quick=True"),
-                        (["--tight", "pld"], "--tight='pld'")):
+                        (["--tight", "pld"], "--tight='pld'"), (["--tight=rdp"], "--tight='rdp'")):
         assert main(["compare", "--audit", "100", "--audit-csv", str(lb / "leaderboard.csv"),
                      *extra, "--out", str(out)]) == 2
         assert said in capsys.readouterr().err

@@ -300,9 +300,10 @@ def _audit_published(args) -> int:
     (``--tasks``, ``--algorithms`` and ``--epsilons`` select its rows)."""
     if args.audit < 1:
         raise ParameterError("--audit", args.audit, "a number of runs >= 1 with --audit-csv")
+    tight_given = any(a.split("=")[0] == "--tight" for a in args.argv)   # it has a default
     computing = [(o, v) for o, v, given in (
         ("--quick", True, args.quick), ("--seeds", args.seeds, args.seeds is not None),
-        ("--without-x0", True, args.without_x0), ("--tight", args.tight, "--tight" in args.argv))
+        ("--without-x0", True, args.without_x0), ("--tight", args.tight, tight_given))
         if given]
     if computing:
         raise ParameterError(*computing[0], "an option of computing a leaderboard, not of "
