@@ -3,6 +3,9 @@ algorithm and accountant, from the committed audit CSVs that together cover ever
 leaderboard that releases more than x0. It checks that coverage and fails on a gap. Usage:
 
     python benchmarks/audit_summary.py LEADERBOARD.csv AUDIT.csv [AUDIT.csv ...] > audit.md
+
+With ``--csv OUT`` first, it also writes the audited rows of the sources as one CSV (the union
+of their columns, one row per audited leaderboard row, in the leaderboard's order).
 """
 
 from __future__ import annotations
@@ -74,7 +77,25 @@ def summary(leaderboard: str, paths: list[str]) -> str:
         + ", ".join(f"`{p}`" for p in paths) + ".", "", *lines, ""])
 
 
+def write_rows(leaderboard: str, paths: list[str], out: str) -> None:
+    audited = audits(paths)
+    with open(leaderboard, newline="") as fh:
+        order = [key(r) for r in csv.DictReader(fh)]
+    rows = [audited[k] for k in order if k in released(leaderboard)]
+    columns = list(dict.fromkeys(c for r in rows for c in r))
+    with open(out, "w", newline="") as fh:
+        w = csv.DictWriter(fh, columns, restval="")
+        w.writeheader()
+        w.writerows(rows)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) < 3:
+    args = sys.argv[1:]
+    out = None
+    if args[:1] == ["--csv"]:
+        out, args = args[1], args[2:]
+    if len(args) < 2:
         raise SystemExit(__doc__)
-    print(summary(sys.argv[1], sys.argv[2:]))
+    print(summary(args[0], args[1:]))
+    if out:
+        write_rows(args[0], args[1:], out)
