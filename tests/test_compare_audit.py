@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from dpnet.cli import main
+from dpnet.errors import ParameterError
 from dpnet.lab.compare import audit, entries, tasks
 from dpnet.problems.stochastic import Clip
 from dpnet.rng import Streams
@@ -198,3 +199,15 @@ def test_the_sample_takes_a_streams_rows_too():
             for e in (1.0, 2.0) for acc in ("laplace", "pld")]
     assert [(r["algorithm"], r["accountant"], r["target_epsilon"])
             for r in audit.sample(rows, dataset="a9a")] == [("dola", "laplace", 1.0)]
+
+
+def test_published_rows_are_selected_by_task_algorithm_and_epsilon():
+    rows = [{"task": t, "algorithm": a, "target_epsilon": e} for t in ("logistic", "nonconvex")
+            for a in ("dp_sgd", "dola") for e in (0.5, 2.0)]
+    assert audit.selected(rows, tasks=None, algorithms=["dola"], epsilons=[2.0]) == [
+        {"task": "logistic", "algorithm": "dola", "target_epsilon": 2.0},
+        {"task": "nonconvex", "algorithm": "dola", "target_epsilon": 2.0}]
+    with pytest.raises(ParameterError, match="--epsilons='3'.*column: 0.5, 2"):
+        audit.selected(rows, epsilons=[3.0])
+    with pytest.raises(ParameterError, match="selection='seeds'"):
+        audit.selected(rows, seeds=[0])

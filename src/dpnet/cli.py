@@ -308,22 +308,10 @@ def _audit_published(args) -> int:
     if computing:
         raise ParameterError(*computing[0], "an option of computing a leaderboard, not of "
                              "--audit-csv (the published rows carry their own)")
-    rows = compare.audit.published_rows(args.audit_csv)
-    for option, field, wanted in (("--tasks", "task", _listed("--tasks", args.tasks)),
-                                  ("--algorithms", "algorithm",
-                                   _listed("--algorithms", args.algorithms)),
-                                  ("--epsilons", "target_epsilon", _epsilons(args.epsilons))):
-        if wanted is None:
-            continue
-        known = sorted({r[field] for r in rows})
-        missing = [w for w in wanted if w not in known]
-        if missing:
-            raise ParameterError(option, ",".join(f"{w:g}" if isinstance(w, float) else w
-                                                  for w in missing),
-                                 f"values of the CSV's {field} column: "
-                                 + ", ".join(f"{k:g}" if isinstance(k, float) else k
-                                             for k in known))
-        rows = [r for r in rows if r[field] in wanted]
+    rows = compare.audit.selected(compare.audit.published_rows(args.audit_csv),
+                                  tasks=_listed("--tasks", args.tasks),
+                                  algorithms=_listed("--algorithms", args.algorithms),
+                                  epsilons=_epsilons(args.epsilons))
     picked = compare.audit.sample(rows, args.audit_per_task, args.dataset, args.audit_every_row)
     audits = compare.audit.audit_rows(
         picked, args.dataset, args.audit, args.jobs,

@@ -141,6 +141,31 @@ def published_rows(path: str | Path) -> list[dict[str, Any]]:
              "certified_epsilon": float(r["certified_epsilon"] or "nan")} for r in rows]
 
 
+#: the options that select published rows, and the column each reads
+SELECTIONS = {"--tasks": "task", "--algorithms": "algorithm", "--epsilons": "target_epsilon"}
+
+
+def selected(rows: Sequence[dict], **wanted: Sequence | None) -> list[dict]:
+    """The rows whose column of each :data:`SELECTIONS` option given (``tasks=[...]``, keyed by
+    the option's name) holds one of its values; a value no row holds is an error that lists the
+    column's values."""
+    def text(v):
+        return f"{v:g}" if isinstance(v, float) else str(v)
+
+    for name, values in wanted.items():
+        option = f"--{name}"
+        require(option in SELECTIONS, "selection", name, f"one of {sorted(SELECTIONS)}")
+        if values is None:
+            continue
+        field = SELECTIONS[option]
+        known = sorted({r[field] for r in rows})
+        missing = [v for v in values if v not in known]
+        require(not missing, option, ",".join(map(text, missing)),
+                f"values of the CSV's {field} column: {', '.join(map(text, known))}")
+        rows = [r for r in rows if r[field] in values]
+    return list(rows)
+
+
 def audit_row(row: dict, dataset: str | None = None, repetitions: int = 4000,
               iterations: int = AUDIT_ITERATIONS, seed: int = 0, confidence: float = 0.95,
               code: str = "") -> dict[str, Any]:
