@@ -26,7 +26,7 @@ from pathlib import Path
 from dpnet.algorithms import cwz_quantized
 from dpnet.lab.audit.reach import sparse_laplace_pair_epsilon
 from dpnet.lab.compare import audit, entries, tasks
-from dpnet.lab.compare.leaderboard import calibration, choice_of
+from dpnet.lab.compare.leaderboard import choice_of
 from dpnet.privacy.assumptions import ASSUMPTIONS, Assumptions
 
 LEADERBOARD = Path(__file__).resolve().parents[1] / "docs/benchmark/2026-11-27b/leaderboard.csv"
@@ -35,12 +35,10 @@ RUNS = 4000
 FACTORS = (1.0, 0.5, 0.3, 0.1)
 
 
-def published(algorithm: str, accountant: str, epsilon: str) -> dict:
-    for r in csv.DictReader(LEADERBOARD.open()):
-        if (r["task"], r["algorithm"], r["accountant"], r["target_epsilon"]) == (
-                "logistic", algorithm, accountant, epsilon):
-            return {**r, "target_epsilon": float(r["target_epsilon"])}
-    raise SystemExit(f"no logistic/{algorithm}/{accountant}/eps={epsilon} row in {LEADERBOARD}")
+def published(algorithm: str, accountant: str, epsilon: float) -> dict:
+    rows = audit.selected(audit.published_rows(LEADERBOARD), tasks=["logistic"],
+                          algorithms=[algorithm], epsilons=[epsilon])
+    return next(r for r in rows if r["accountant"] == accountant)
 
 
 def show(label: str, a: dict, start: float) -> None:
@@ -51,7 +49,7 @@ def show(label: str, a: dict, start: float) -> None:
 
 def main() -> None:
     start = time.time()
-    row = published("cwz_quantized", "pld", "2")
+    row = published("cwz_quantized", "pld", 2.0)
     show("cwz_quantized, rounding (as published)", audit.audit_row(row, "a9a", RUNS), start)
     rounding = cwz_quantized.ProbabilisticRounding.compress
     cwz_quantized.ProbabilisticRounding.compress = lambda self, X, *args, **kwargs: X
@@ -62,7 +60,7 @@ def main() -> None:
         cwz_quantized.ProbabilisticRounding.compress = rounding
     audit.MUTATIONS = (1e-3, 1e-4, 1e-5, 1e-6)
     show("ldp_online, mutations down to x1e-6",
-         audit.audit_row(published("ldp_online", "rdp", "2"), "a9a", RUNS), start)
+         audit.audit_row(published("ldp_online", "rdp", 2.0), "a9a", RUNS), start)
 
 
 def dola_reach() -> None:
@@ -73,14 +71,11 @@ def dola_reach() -> None:
               for r in csv.DictReader(AUDIT.open()) if r["algorithm"] == "dola"}
     print("task | accountant | claim | releases | pair epsilon at x1 / x0.5 / x0.3 / x0.1 | "
           "audit caught")
-    for r in csv.DictReader(LEADERBOARD.open()):
-        if r["algorithm"] != "dola" or r["status"] != "ok" or \
-                float(r["certified_epsilon"] or 0) <= 0:
-            continue
-        t, e, choice = tasks.build(r["task"]), entries.entry("dola"), choice_of(r)
-        K, claim = int(choice["K"]), float(r["target_epsilon"])
-        cal = calibration(r["task"], None, "dola", choice, claim, r["accountant"], K)
-        alg = e.build(choice, t).noise_scaled(cal["noise_factor"])
+    released = audit.sample(audit.published_rows(LEADERBOARD), every=True)   # not x0
+    for r in audit.selected(released, algorithms=["dola"]):
+        t, e = tasks.build(r["task"]), entries.entry("dola")
+        K, claim = int(choice_of(r)["K"]), r["target_epsilon"]
+        _, alg = audit.calibrated(r, None, K)
         problem, graph, _ = e.setting_for(t)
         constants = e.accountant_constants(t, r["accountant"])
         facts = Assumptions.of(None, **{k: v for k, v in constants.items() if k in ASSUMPTIONS})

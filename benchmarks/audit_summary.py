@@ -15,16 +15,16 @@ import math
 import sys
 from collections import defaultdict
 
+from dpnet.lab.compare import audit
+
 
 def key(r: dict) -> tuple:
     return r["task"], r["algorithm"], r["accountant"], float(r["target_epsilon"])
 
 
 def released(path: str) -> set[tuple]:
-    """The leaderboard rows that release more than x0 (the rows an audit has something to test)."""
-    with open(path, newline="") as fh:
-        return {key(r) for r in csv.DictReader(fh) if r["status"] == "ok"
-                and r["certified_epsilon"] and float(r["certified_epsilon"]) > 0}
+    """The leaderboard rows that release more than x0: what ``--audit-every-row`` audits."""
+    return {key(r) for r in audit.sample(audit.published_rows(path), every=True)}
 
 
 def audits(paths: list[str]) -> dict[tuple, dict]:

@@ -166,6 +166,17 @@ def selected(rows: Sequence[dict], **wanted: Sequence | None) -> list[dict]:
     return list(rows)
 
 
+def calibrated(row: dict, dataset: str | None, iterations: int) -> tuple[dict, Any]:
+    """A leaderboard row's configuration re-calibrated to its target epsilon by its accountant
+    over ``iterations``: the calibration (:func:`~.leaderboard.calibration`) and the algorithm
+    with its noise scaled by it (None where the calibration failed)."""
+    t, e, choice = build(row["task"], dataset), entry(row["algorithm"]), choice_of(row)
+    cal = calibration(row["task"], dataset, row["algorithm"], choice, row["target_epsilon"],
+                      row["accountant"], iterations)
+    return cal, (e.build(choice, t).noise_scaled(cal["noise_factor"])
+                 if cal["status"] == "ok" else None)
+
+
 def audit_row(row: dict, dataset: str | None = None, repetitions: int = 4000,
               iterations: int = AUDIT_ITERATIONS, seed: int = 0, confidence: float = 0.95,
               code: str = "") -> dict[str, Any]:
@@ -180,14 +191,12 @@ def audit_row(row: dict, dataset: str | None = None, repetitions: int = 4000,
         per_copy = e.setting_for(t)[1].n if isinstance(built, DECOR) else 1
         return canary_row(row, dataset, max(repetitions, CANARY_RUNS // per_copy), seed,
                           confidence)
-    cal = calibration(row["task"], dataset, row["algorithm"], choice, row["target_epsilon"],
-                      row["accountant"], iterations)
+    cal, alg = calibrated(row, dataset, iterations)
     out = {"task": row["task"], "algorithm": row["algorithm"], "accountant": row["accountant"],
            "target_epsilon": row["target_epsilon"], "choice": row["choice"],
            "iterations": iterations, "repetitions": repetitions}
-    if cal["status"] != "ok":
+    if alg is None:
         return {**out, "status": cal["status"]}
-    alg = e.build(choice, t).noise_scaled(cal["noise_factor"])
     problems = pair(t)
     innovations = _agent0_innovations(np.asarray(t.graph.W))
 
@@ -228,16 +237,13 @@ def canary_row(row: dict, dataset: str | None, runs: int, seed: int = 0,
     """The canary audit of a row at its own horizon K and noise factor, against the row's
     claim and its accountant's privacy profile at the larger deltas."""
     t, e = build(row["task"], dataset), entry(row["algorithm"])
-    choice = choice_of(row)
-    K = int(choice["K"])
-    cal = calibration(row["task"], dataset, row["algorithm"], choice, row["target_epsilon"],
-                      row["accountant"], K)
+    K = int(choice_of(row)["K"])
+    cal, alg = calibrated(row, dataset, K)
     out = {"task": row["task"], "algorithm": row["algorithm"], "accountant": row["accountant"],
            "target_epsilon": row["target_epsilon"], "choice": row["choice"], "iterations": K,
            "repetitions": runs, "method": "canary"}
-    if cal["status"] != "ok":
+    if alg is None:
         return {**out, "status": cal["status"]}
-    alg = e.build(choice, t).noise_scaled(cal["noise_factor"])
     problem, graph, _ = e.setting_for(t)
     constants = e.accountant_constants(t, row["accountant"])
 
