@@ -108,6 +108,9 @@ def test_quick_leaderboard_on_the_cnn_never_certifies_above_its_target(tmp_path)
         first = entries.entry(r["algorithm"]).grid_for("mnist_cnn")[0]
         assert r["choice"].startswith(", ".join(f"{k}={v:g}" for k, v in first.items()))
         assert int(r["choice"].rpartition("K=")[2]) <= cnn.QUICK_HORIZON
+        # DP-SGD and its twins publish the moving average of their iterates on this task
+        ema = r["algorithm"] in ("dp_sgd", "decor", "dp_sgd_local", "dp_sgd_central")
+        assert ("ema_decay=0.95" in r["choice"]) == ema == ("final x_ema" in r["released"]), r
     why = {r["algorithm"]: r["status"] for r in rows if r["status"].startswith("not applicable")}
     for name in cnn.LAPLACE_FULL_GRADIENT:
         assert why[name] == f"not applicable: {cnn.UNBOUNDED}"

@@ -10,7 +10,7 @@ from scipy import integrate, stats
 
 import dpnet
 from dpnet import graphs
-from dpnet.algorithms import DPSGD
+from dpnet.algorithms import DECOR, DPSGD
 from dpnet.errors import ParameterError
 from dpnet.privacy import dp_accounting_bridge as bridge
 from dpnet.privacy import dp_sgd
@@ -51,6 +51,28 @@ def test_local_only_is_the_identity_graph(setup):
     want = reference.dp_sgd(np.eye(N), problem.A.numpy(), problem.b.numpy(), problem.reg, x0,
                             0.3, 1.1, 0.5, 4, seed=2, rate=0.2)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("cls", [DPSGD, DECOR])
+def test_the_moving_average_is_eq_4_over_the_per_agent_iterates(setup, cls):
+    # x~_{k+1} = rho x~_k + (1 - rho) x_{k+1}, x~_0 = x_0, over the reference loop's iterates
+    problem, graph, x0 = setup
+    rho, K = 0.7, 5
+    extra = (0.0,) if cls is DECOR else ()
+    alg = cls(0.3, 1.1, *extra, clip=0.5, sampling="poisson", rate=0.2, ema_decay=rho)
+    res = dpnet.run(alg, problem, graph, K, x0=x0, seed=4, log_every=K, progress=False)
+    want = np.asarray(x0, dtype=np.float64)
+    for k in range(1, K + 1):
+        xk = reference.dp_sgd(graph.W, problem.A.numpy(), problem.b.numpy(), problem.reg, x0,
+                              0.3, 1.1, 0.5, k, seed=4, rate=0.2)
+        want = rho * want + (1 - rho) * xk
+    np.testing.assert_allclose(res.x, xk, rtol=1e-12, atol=1e-12)      # iterates unchanged
+    np.testing.assert_allclose(alg.released_model(res), want, rtol=1e-12, atol=1e-12)
+    assert not np.allclose(want, xk)
+    # post-processing: the account is the one without the average
+    plain = cls(0.3, 1.1, *extra, clip=0.5, sampling="poisson", rate=0.2)
+    assert alg.privacy(problem, graph, K, delta=1e-5).epsilon == \
+        plain.privacy(problem, graph, K, delta=1e-5).epsilon
 
 
 def test_poisson_sampling_includes_each_record_independently_at_the_rate():
@@ -147,7 +169,9 @@ def test_calibration_never_overshoots(setup, target, sampler, kw):
                                       ({"sampling": "poisson", "rate": 1.5}, "rate"),
                                       ({"sampling": "fixed", "rate": 0.1}, "rate"),
                                       ({"sampling": "fixed"}, "batch_size"),
-                                      ({"sampling": "poisson", "rate": 0.1, "clip": 0}, "clip")])
+                                      ({"sampling": "poisson", "rate": 0.1, "clip": 0}, "clip"),
+                                      ({"rate": 0.1, "ema_decay": 1.0}, "ema_decay"),
+                                      ({"rate": 0.1, "ema_decay": -0.1}, "ema_decay")])
 def test_bad_arguments_are_named(kw, name):
     with pytest.raises(ParameterError, match=name):
         DPSGD(0.1, 1.0, **kw)

@@ -15,6 +15,7 @@ The pairwise parts cancel in the sum over agents, so the average model carries o
 independent noise, while each message carries ``z_cdp^2 + deg(i) z_cor^2`` of it. The pairwise
 draws are stacked per edge (purpose ``"pair_noise"``, the edge's index in ``graph.edges`` as
 its stream key) and reach the agents through the signed incidence matrix, one sparse product.
+``ema_decay > 0`` publishes DP-SGD's moving average (4) of the iterates instead of the last one.
 
 Privacy (:mod:`dpnet.privacy.decor`): against an eavesdropper of every message who knows no
 pairwise secret, agent i's records get DP-SGD's account at ``z_eff,i = 1/sqrt((M^{-1})_ii)``,
@@ -41,8 +42,8 @@ class DECOR(DPSGD):
 
     def __init__(self, lr: float, noise_multiplier: float, pair_multiplier: float,
                  clip: float = 1.0, sampling: str = "poisson", rate: float | None = None,
-                 batch_size: int | None = None) -> None:
-        super().__init__(lr, noise_multiplier, clip, sampling, rate, batch_size)
+                 batch_size: int | None = None, ema_decay: float = 0.0) -> None:
+        super().__init__(lr, noise_multiplier, clip, sampling, rate, batch_size, ema_decay)
         self.pair_multiplier = nonnegative("pair_multiplier", pair_multiplier)
 
     def check_graph(self, graph) -> None:
@@ -76,8 +77,6 @@ class DECOR(DPSGD):
     # -- privacy: accountants "pld" (default) and "rdp", against an eavesdropper without the
     # pairwise secrets ------------------------------------------------------------------------
     noise_attributes = ("noise_multiplier", "_noise", "pair_multiplier")
-    # released: gossip averages of the broadcast half-steps, a function of the messages
-    released = ("state", "x")
 
 
 def _account(alg: DECOR, problem, graph, iterations, assumptions, method: str,
