@@ -87,9 +87,10 @@ CASES = {
     "doadp": lambda n: (dpnet.algorithms.DOADP(alpha=0.05, gamma=0.4, beta=0.3, sigma=0.2,
                                                p=0.7, k=3, clip=Clip(2.0), batch_size=2),
                         _samples(n), "undirected"),
-    # Poisson batches: each rank pads to its own largest batch (weights 0 beyond)
-    "dp_sgd": lambda n: (dpnet.algorithms.DPSGD(0.2, 0.5, clip=1.0, sampling="poisson", rate=0.3),
-                         _samples(n), "undirected"),
+    # Poisson batches: each rank pads to its own largest batch (weights 0 beyond); the moving
+    # average (4) is one more state row per agent, merged like the iterates
+    "dp_sgd": lambda n: (dpnet.algorithms.DPSGD(0.2, 0.5, clip=1.0, sampling="poisson", rate=0.3,
+                                                ema_decay=0.5), _samples(n), "undirected"),
     "decor": lambda n: (dpnet.algorithms.DECOR(0.2, 0.5, 1.5, clip=1.0, sampling="poisson",
                                                rate=0.3), _samples(n), "undirected"),
     "momentum_dsgd": lambda n: (dpnet.algorithms.MomentumDSGD(alpha=0.05, gamma=0.4, beta=0.3,

@@ -11,7 +11,7 @@ Per agent i at step k, with a batch ``S_{i,k}`` of its local records, per-record
 (4) is optional (``ema_decay`` rho > 0): each agent publishes the exponential moving average of
 its iterates instead of its last iterate, the parameter averaging of high-accuracy DP training
 (De et al. 2022, "Unlocking high-accuracy differentially private image classification through
-scale", section 3). It reads only iterates, which are functions of the messages, so it is
+scale"). It reads only iterates, which are functions of the messages, so it is
 post-processing and leaves the guarantee unchanged; with few hundred noisy steps it averages
 out part of the last steps' noise.
 
