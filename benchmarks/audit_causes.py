@@ -27,7 +27,7 @@ from dpnet.algorithms import cwz_quantized
 from dpnet.lab.audit.reach import sparse_laplace_pair_epsilon
 from dpnet.lab.compare import audit, entries, tasks
 from dpnet.lab.compare.leaderboard import choice_of
-from dpnet.privacy.assumptions import ASSUMPTIONS, Assumptions
+from dpnet.privacy import accountants
 
 LEADERBOARD = Path(__file__).resolve().parents[1] / "docs/benchmark/2026-11-27b/leaderboard.csv"
 AUDIT = LEADERBOARD.parents[1] / "audit.csv"
@@ -78,7 +78,8 @@ def dola_reach() -> None:
         _, alg = audit.calibrated(r, None, K)
         problem, graph, _ = e.setting_for(t)
         constants = e.accountant_constants(t, r["accountant"])
-        facts = Assumptions.of(None, **{k: v for k, v in constants.items() if k in ASSUMPTIONS})
+        facts, _ = accountants.split_constants(
+            None, constants, accountants.available(alg)[r["accountant"]].options)
         # one mechanism per group of agents; the protected agent is any of them
         ratios = [m.releases[0].sensitivity / m.releases[0].scale
                   for _, m in alg.mechanism(problem, graph, K, facts)]

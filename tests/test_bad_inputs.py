@@ -145,3 +145,41 @@ def test_unknown_names_in_a_config_file(tmp_path, capsys, graph, algorithm, kind
     assert cli.main(["run", str(path), "--out", str(tmp_path / "out"), "--quiet"]) == 2
     assert f"unknown {kind} '{name}'" in capsys.readouterr().err
     assert not (tmp_path / "out" / "result.csv").exists()
+
+
+def test_a_noise_parameter_is_one_annotated_as_noise_not_one_named_noise():
+    # DP-SGD's noise_multiplier and DOLA's noise_scale are numbers; read as Laplace scales by
+    # their names, a configuration of either failed with a TypeError inside the constructor
+    assert algorithms.noise_parameters(algorithms.DPSGD) == frozenset()
+    assert algorithms.noise_parameters(algorithms.DOLA) == frozenset()
+    assert algorithms.noise_parameters(algorithms.DiaDSP) == {"noise_x", "noise_y"}
+    sgd = algorithms.from_spec({"name": "dp_sgd", "lr": 0.3, "noise_multiplier": 1.2,
+                                "rate": 0.1, "ema_decay": 0.9})
+    assert sgd.noise_multiplier == 1.2 and sgd._noise.scale_at(0, 1)[0] == 1.2   # z C, C = 1
+    assert sgd.released == ("state", "x_ema")
+    dola = algorithms.from_spec({"name": "dola", "alpha0": 0.5, "noise_scale": 2.0})
+    assert dola.noise_scale == 2.0
+
+
+def test_dpnet_run_takes_a_dp_sgd_configuration(tmp_path):
+    import json
+
+    from dpnet.privacy import dp_sgd
+
+    (tmp_path / "c.toml").write_text(
+        'seed = 0\niterations = 20\nlog_every = 10\n[graph]\nname = "ring"\nn = 4\n'
+        '[problem]\nname = "nonconvex_logistic"\nsamples = 40\ndim = 5\n'
+        '[algorithm]\nname = "dp_sgd"\nlr = 0.3\nnoise_multiplier = 1.5\nrate = 0.1\n'
+        'ema_decay = 0.9\n[privacy]\naccountant = "pld"\ndelta = 1e-5\n')
+    assert cli.main(["run", str(tmp_path / "c.toml"), "--quiet", "--out",
+                     str(tmp_path / "out")]) == 0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["params"]["noise_multiplier"] == 1.5
+    assert summary["privacy"]["epsilon"] == pytest.approx(
+        dp_sgd.epsilon(1.5, "poisson", 0.1, 20, 1e-5), rel=1e-9)
+
+
+def test_a_decay_with_no_noise_scale_to_apply_it_to_is_refused():
+    _raises(lambda: config.algorithm_from_flags("dp_sgd", {
+        "lr": 0.3, "noise_multiplier": 1.0, "rate": 0.1, "decay": 0.9}),
+        "--decay", "0.9", "a noise scale to apply it to (dp_sgd is given none)")

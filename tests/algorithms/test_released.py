@@ -31,8 +31,15 @@ def test_every_private_algorithm_declares_what_it_publishes():
     for name, cls in algorithms.available().items():
         if getattr(cls, "private", False):
             assert cls.released is not None, name
+            if isinstance(cls.released, property):      # depends on a parameter: below
+                assert issubclass(cls, algorithms.DPSGD), name
+                continue
             kind, key = cls.released
             assert kind in ("state", "message") and key, name
+    # DP-SGD (and DECOR) publish their iterates, or their moving average (4) when asked
+    for cls, extra in ((algorithms.DPSGD, ()), (algorithms.DECOR, (1.0,))):
+        assert cls(0.1, 1.0, *extra, rate=0.1).released == ("state", "x")
+        assert cls(0.1, 1.0, *extra, rate=0.1, ema_decay=0.5).released == ("state", "x_ema")
 
 
 def test_a_message_release_is_each_agents_last_broadcast_not_its_clean_state(setup):

@@ -10,7 +10,7 @@ import pkgutil as _pkgutil
 
 from .. import compression, noise
 from ..errors import ParameterError
-from .base import Algorithm, Context, State, available, get, register
+from .base import Algorithm, Context, State, available, get, noise_parameters, register
 
 for _mod in _pkgutil.iter_modules(__path__):
     if _mod.name != "base" and not _mod.name.startswith("_"):
@@ -18,7 +18,8 @@ for _mod in _pkgutil.iter_modules(__path__):
 
 globals().update({cls.__name__: cls for cls in available().values()})
 
-__all__ = ["Algorithm", "Context", "State", "available", "get", "register", "from_spec",
+__all__ = ["Algorithm", "Context", "State", "available", "get", "noise_parameters", "register",
+           "from_spec",
            *sorted(cls.__name__ for cls in available().values())]
 
 
@@ -27,9 +28,9 @@ def from_spec(spec: dict) -> Algorithm:
     "noise_x": {"kind": "laplace", "scale": 1, "decay": 0.9}, "compressor": {...}}``."""
     spec = dict(spec)
     cls = get(str(spec.pop("name", "")))
-    kwargs = {}
+    kwargs, noises = {}, noise_parameters(cls)
     for key, value in spec.items():
-        if key.startswith("noise"):
+        if key in noises:
             kwargs[key] = noise.from_spec(value)
         elif key == "compressor":
             kwargs[key] = compression.from_spec(value)

@@ -261,3 +261,12 @@ def get(name: str) -> type[Algorithm]:
 
 def available() -> dict[str, type[Algorithm]]:
     return dict(sorted(REGISTRY.items()))
+
+
+def noise_parameters(cls: type[Algorithm]) -> frozenset[str]:
+    """The constructor parameters of ``cls`` that take a :class:`~dpnet.noise.Noise` (their
+    annotation names one), which a configuration may give as a noise table or a Laplace scale.
+    A number like DP-SGD's ``noise_multiplier`` or DOLA's ``noise_scale`` is not one: the
+    parameter's name does not decide."""
+    return frozenset(p.name for p in inspect.signature(cls.__init__).parameters.values()
+                     if "Noise" in str(p.annotation))

@@ -56,8 +56,6 @@ class DPSGD(Algorithm):
         require(0 <= ema_decay < 1, "ema_decay", ema_decay,
                 "0 <= ema_decay < 1 (0 publishes the last iterate)")
         self.ema_decay = float(ema_decay)
-        if self.ema_decay:
-            self.released = ("state", "x_ema")
         require(noise_multiplier >= 0, "noise_multiplier", noise_multiplier, "z >= 0")
         self.noise_multiplier = float(noise_multiplier)
         self.clip = Clip(positive("clip", clip), "l2")
@@ -117,9 +115,12 @@ class DPSGD(Algorithm):
 
     # -- privacy: accountants "pld" (default) and "rdp" ---------------------------------------
     default_accountant = "pld"
-    # released: gossip averages of the broadcast half-steps, a function of the messages (their
-    # moving average (4) with ema_decay > 0, set per instance)
-    released = ("state", "x")
+    @property
+    def released(self) -> tuple[str, str]:
+        # gossip averages of the broadcast half-steps, a function of the messages, or their
+        # moving average (4)
+        return ("state", "x_ema") if self.ema_decay else ("state", "x")
+
     noise_attributes = ("noise_multiplier", "_noise")
 
     def sampling_rate(self, problem) -> float:

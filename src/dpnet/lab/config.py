@@ -183,14 +183,15 @@ def _problem_keys(table: dict) -> set[str] | None:
 def _check_algorithm(table: dict) -> None:
     cls = algorithms.get(str(table["name"]))
     _check_names("algorithm", table, _accepted(cls.__init__, ("name",)))
+    noises = algorithms.noise_parameters(cls)
     for key, value in table.items():
-        if key.startswith("noise") and isinstance(value, dict):
+        if key in noises and isinstance(value, dict):
             kind = value.get("kind", "laplace")
             if kind not in noise.KINDS:
                 raise UnknownNameError(f"algorithm.{key}.kind", str(kind), noise.KINDS)
             _check_names(f"algorithm.{key}", value,
                          _accepted(noise.KINDS[kind].__init__, ("kind",)))
-        elif key.startswith("noise") and not (isinstance(value, int | float)
+        elif key in noises and not (isinstance(value, int | float)
                                               and not isinstance(value, bool)):
             raise ParameterError(f"algorithm.{key}", value, "a noise table {kind, scale, decay "
                                  "| power} or a Laplace scale (a number)")
@@ -346,7 +347,12 @@ def algorithm_from_flags(name: str, params: dict[str, Any]) -> algorithms.Algori
     kwargs: dict[str, Any] = {}
     # an algorithm with its own decay parameter (PGTC's q, DPP2's r) takes plain noise scales
     own_decay = decay is None and power is None and any(k in params for k in ("q", "r"))
-    for key in [k for k in params if k.startswith("noise") and not own_decay]:
+    noises = [k for k in params if k in algorithms.noise_parameters(cls) and not own_decay]
+    if not noises and (decay is not None or power is not None):
+        raise ParameterError("--decay" if decay is not None else "--power",
+                             decay if decay is not None else power,
+                             f"a noise scale to apply it to ({name} is given none)")
+    for key in noises:
         value = params.pop(key)
         if isinstance(value, dict):
             kwargs[key] = noise.from_spec(value)

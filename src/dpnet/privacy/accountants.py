@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,11 +148,7 @@ def account(algorithm, problem, graph, iterations: int | None,
     if name not in table:
         raise UnknownNameError(f"accountant of {algorithm.name}", name, table)
     acc = table[name]
-    check_names("privacy constant", constants,
-                list(ASSUMPTIONS) + list(acc.options))
-    given = {k: v for k, v in constants.items() if k in ASSUMPTIONS}
-    options = {k: v for k, v in constants.items() if k not in ASSUMPTIONS}
-    facts = Assumptions.of(assumptions, **given)
+    facts, options = split_constants(assumptions, constants, acc.options)
     if acc.pure and facts.delta is not None:
         raise ParameterError("delta", facts.delta, f"no delta: the {name!r} accountant of "
                              f"{algorithm.name} gives pure epsilon-DP (delta = 0), so a delta "
@@ -166,6 +162,16 @@ def account(algorithm, problem, graph, iterations: int | None,
                              f"{guarantee.delta:.3g} at this noise; more noise, or one that takes delta "
                              f"({', '.join(sorted(n for n, a in table.items() if not a.pure))})")
     return guarantee
+
+
+def split_constants(assumptions: Assumptions | dict | None, constants: dict[str, Any],
+                    options: Sequence[str] = ()) -> tuple[Assumptions, dict[str, Any]]:
+    """``constants`` split into the assumptions (merged over ``assumptions``) and an
+    accountant's ``options``; a name that is neither is an error listing the known ones."""
+    check_names("privacy constant", constants, list(ASSUMPTIONS) + list(options))
+    given = {k: v for k, v in constants.items() if k in ASSUMPTIONS}
+    return (Assumptions.of(assumptions, **given),
+            {k: v for k, v in constants.items() if k not in ASSUMPTIONS})
 
 
 # ---- generic accountants ----------------------------------------------------------------------
