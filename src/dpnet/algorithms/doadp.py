@@ -158,16 +158,16 @@ class DOADP(Algorithm):
         l2 sensitivity ``2G/B`` (all d coordinates: every noisy coordinate reaches the state
         through the momentum, the default ``sensitivity="full"``), each record used with
         probability ``B/q`` at every step (sampling without replacement under replace-one
-        adjacency, dominated by the Poisson-subsampled Gaussian: :mod:`dpnet.privacy.huo`,
-        account 3). The activation is visible (an inactive agent sends nothing), so it is not
-        counted as subsampling: charging all T steps bounds the public Binomial number of
-        active ones."""
+        adjacency: the symmetrised pair of :mod:`dpnet.privacy.without_replacement`,
+        :mod:`dpnet.privacy.huo`'s account 3). The activation is visible (an inactive agent
+        sends nothing), so it is not counted as subsampling: charging all T steps bounds the
+        public Binomial number of active ones."""
         m = self.huo_mechanism(problem, iterations, assumptions.gradient_bound)
         generic_sampler(m)
         n = graph.n if graph is not None else problem.n_agents
         release = Releases("g + theta (momentum, then Top-k of the state)", "gaussian",
                            m.sensitivity("full"), np.full(m.T, self.sigma),
-                           m.batch_size / m.q)
+                           m.batch_size / m.q, "without_replacement")
         return [(np.arange(n), Mechanism(
             (release,), "record", m.T, "paper 001: Lemma 1 with eq. (6) for k = d, sampling "
             "p B / q (Lemma 4)", notes=(huo_notes(m),)))]
@@ -182,17 +182,17 @@ def check_poisson_batch(alg, problem) -> None:
 
 
 def generic_sampler(m: huo.DOADPStep) -> None:
-    """The generic accountants model add-or-remove Poisson releases: a fixed batch under
-    replace-one is dominated by one, the Poisson replace-one pair is not expressed."""
+    """The generic accountants express the fixed batch's replace-one pair (sampling without
+    replacement); the Poisson replace-one pair (a mixture against a mixture) they do not."""
     require(m.sampler == "fixed", "sampling", m.sampler, "'fixed' for the generic accountants "
             "(the Poisson replace-one pair is accounted by the algorithm's own 'pld' and 'rdp')")
 
 
 def huo_notes(m: huo.DOADPStep) -> str:
     return (f"G = {m.G:g}, q = {m.q} records per agent, batch {m.batch_size}, p = {m.p:g}; "
-            "sampling without replacement under replace-one adjacency accounted as Poisson "
-            "subsampling (a dominating pair, Zhu, Dong & Wang 2022); activation visible (who "
-            "sends is public), so every step is charged")
+            "sampling without replacement under replace-one adjacency: the symmetrised pair "
+            "covering the add and the remove type of every step (Dong, Roth & Su's subsampling "
+            "theorem); activation visible (who sends is public), so every step is charged")
 
 
 ACTIVATIONS = ("visible", "hidden")

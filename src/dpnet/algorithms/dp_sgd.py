@@ -148,7 +148,8 @@ def account(alg: DPSGD, problem, graph, iterations, assumptions, method: str,
     eps = np.array([dp_sgd.epsilon(float(v), alg.sampling, q, int(iterations), delta, method,
                                    pld_discretization) for v in values])[where]
     relation = ("REPLACE_ONE (Poisson mixture against mixture)" if alg.sampling == "poisson"
-                else "replace-one, dominated by add-or-remove at z/2 (Zhu, Dong & Wang 2022)")
+                else "replace-one, batch without replacement: the symmetrised pair of Dong, Roth & "
+                "Su's subsampling theorem")
     return PrivacyGuarantee.from_per_agent(
         eps, delta=delta, horizon=int(iterations),
         theorem=f"{theorem} composed {iterations} times, dp-accounting {method.upper()}, "

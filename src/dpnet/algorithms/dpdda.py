@@ -133,7 +133,7 @@ class DPDDA(BoxConstrained, Algorithm):
         generic_sampler(m)
         n = graph.n if graph is not None else problem.n_agents
         release = Releases("g + nu (added to the dual z)", "gaussian", m.sensitivity("full"),
-                           np.full(m.T, self.sigma), m.batch_size / m.q)
+                           np.full(m.T, self.sigma), m.batch_size / m.q, "without_replacement")
         return [(np.arange(n), Mechanism(
             (release,), "record", m.T, "paper 001's mechanism with k = d (Lemma 1, Lemma 4)",
             notes=(huo_notes(m),)))]

@@ -11,6 +11,8 @@ Built-in generic accountants:
 * ``laplace``: basic composition of the Laplace releases, ``sum_t Delta_t / b_t`` (pure epsilon);
 * ``rdp``: dp-accounting's Renyi-DP accountant over the Laplace / Gaussian (Poisson-subsampled)
   releases, epsilon at the assumptions' ``delta`` (which must be given: none is assumed);
+  Gaussian releases on batches drawn without replacement by the symmetrised pair of
+  :mod:`.without_replacement` (its Renyi divergence; under ``pld`` its PLD);
 * ``pld``: dp-accounting's privacy-loss-distribution accountant over the same events: the
   tightest (epsilon, delta) dpnet has (pessimistic discretisation, so never below the truth).
 
@@ -32,6 +34,7 @@ import numpy as np
 from ..errors import ParameterError, UnknownNameError
 from ..registry import Registry, calling_module
 from . import dp_accounting_bridge as bridge
+from . import without_replacement
 from .assumptions import ASSUMPTIONS, Assumptions, check_names
 from .guarantee import PrivacyGuarantee
 from .mechanism import Mechanism, Releases
@@ -245,7 +248,41 @@ def _dp_events(mech: Mechanism) -> list:
 PLD_CEILING = 100.0
 
 
+def _without_replacement_epsilon(mech: Mechanism, delta: float, kind: str) -> float:
+    """Gaussian releases on batches drawn without replacement: the symmetrised pairs composed
+    (PLD), or their Renyi divergences (RDP); dp-accounting has no event for the pair."""
+    bad = [r.message for r in mech.releases
+           if r.noise != "gaussian" or r.sampler != "without_replacement"]
+    if bad:
+        raise ParameterError("mechanism", bad[0], "Gaussian releases only, when any release "
+                             "samples without replacement (the generic accountants compose "
+                             "that pair with no other)")
+    parts = []
+    for r in mech.releases:
+        values, counts = np.unique(r.multipliers, return_counts=True)
+        for m, c in zip(values.tolist(), counts.tolist()):
+            if m == 0:
+                return math.inf
+            if not math.isinf(m):
+                parts.append((m, c, r.sampling))
+    if not parts:
+        return 0.0
+    rdp_eps = bridge.rdp_epsilon_of_curve(lambda orders: sum(
+        c * without_replacement.rdp_curve(m, g, orders) for m, c, g in parts), delta)
+    if kind == "rdp" or rdp_eps > PLD_CEILING:
+        return rdp_eps
+    interval = max(1e-4, rdp_eps / 2e4)
+    pld = None
+    for m, c, g in parts:
+        step = without_replacement.step_pld(m, g, interval)
+        step = step.self_compose(c) if c > 1 else step
+        pld = step if pld is None else pld.compose(step)
+    return min(float(pld.get_epsilon_for_delta(delta)), rdp_eps)
+
+
 def _dp_accounting_epsilon(mech: Mechanism, delta: float, kind: str) -> float:
+    if any(r.sampler == "without_replacement" for r in mech.releases):
+        return _without_replacement_epsilon(mech, delta, kind)
     dpa = bridge.events()
     events = _dp_events(mech)
     if not events:
@@ -296,6 +333,7 @@ pld_accountant = register_generic(
     _dp_accounting_accountant("pld", "privacy loss distributions"))
 
 
-def releases(message: str, noise: str, sensitivity, scale, sampling: float = 1.0) -> Releases:
+def releases(message: str, noise: str, sensitivity, scale, sampling: float = 1.0,
+             sampler: str = "poisson") -> Releases:
     """Shorthand for :class:`~dpnet.privacy.mechanism.Releases`."""
-    return Releases(message, noise, sensitivity, scale, sampling)
+    return Releases(message, noise, sensitivity, scale, sampling, sampler)

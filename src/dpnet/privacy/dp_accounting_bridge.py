@@ -14,8 +14,12 @@ first use (about 1 s), so ``import dpnet`` does not pay for it.
   dp-accounting has no event for);
 * :func:`pld_epsilon` -- epsilon at delta by the PLD accountant on a pessimistic grid, and
   :func:`fine_enough`, the grid refined to the epsilon it finds;
-* :func:`pld_epsilon_public_count` -- the same for a step composed a public random number of
+* :func:`pld_of_curve` -- the PLD of a symmetric pair given its hockey-stick curve;
+* :func:`gaussian_step_pld` -- one Poisson-subsampled Gaussian step's PLD, and
+  :func:`pld_epsilon_public_count`, epsilon of a step composed a public random number of
   times (a mixture of compositions).
+
+The replace-one pair of a batch drawn without replacement is :mod:`.without_replacement`'s.
 """
 
 from __future__ import annotations
@@ -136,30 +140,46 @@ def pld_epsilon(event, delta: float, interval: float, relation: str = "add_remov
     return float(acc.get_epsilon(delta))
 
 
-def pld_epsilon_public_count(noise_multiplier: float, sampling_prob: float, counts: np.ndarray,
-                             weights: np.ndarray, tail: float, delta: float,
-                             interval: float, relation: str = "add_remove") -> float:
-    """Epsilon at ``delta`` of a Poisson-subsampled Gaussian step (the ``relation``'s pair)
-    composed N times, N drawn from a *public*, data-independent law: ``counts`` ascending, ``weights[j]``
-    the probability that N lies in ``(counts[j-1], counts[j]]`` (the first bin starting at 0),
-    ``tail`` the probability that N exceeds ``counts[-1]``.
+def gaussian_step_pld(noise_multiplier: float, sampling_prob: float, interval: float,
+                      relation: str = "add_remove"):
+    """dp-accounting's PLD of one Poisson-subsampled Gaussian step (the ``relation``'s pair) on a
+    pessimistic grid of ``interval``."""
+    from dp_accounting.pld import privacy_loss_distribution as pld_mod
+
+    return pld_mod.from_gaussian_mechanism(noise_multiplier, sampling_prob=sampling_prob,
+                                           value_discretization_interval=interval,
+                                           neighboring_relation=_relation(relation))
+
+
+def pld_of_curve(interval: float, grid: np.ndarray, deltas: np.ndarray):
+    """The ``PrivacyLossDistribution`` of a symmetric pair given its hockey-stick curve
+    ``deltas`` at the losses ``grid * interval`` (``grid`` ascending integers), by dp-accounting's
+    pessimistic connect-the-dots (Doroshenko et al. 2022): a pair that dominates any pair with
+    that curve at the grid."""
+    from dp_accounting.pld import pld_pmf, privacy_loss_distribution
+
+    pmf = pld_pmf.create_pmf_pessimistic_connect_dots(interval, grid, deltas)
+    return privacy_loss_distribution.PrivacyLossDistribution(pmf)
+
+
+def pld_epsilon_public_count(step, counts: np.ndarray, weights: np.ndarray, tail: float,
+                             delta: float) -> float:
+    """Epsilon at ``delta`` of the privacy loss distribution ``step`` (one release, a
+    dp-accounting ``PrivacyLossDistribution``) composed N times, N drawn from a *public*,
+    data-independent law: ``counts`` ascending, ``weights[j]`` the probability that N lies in
+    ``(counts[j-1], counts[j]]`` (the first bin starting at 0), ``tail`` the probability that N
+    exceeds ``counts[-1]``.
 
     The observer sees N (which steps released something), so the outcomes of different N are
     disjoint and the privacy loss distribution is the mixture of the N-fold ones, in each
     direction: ``delta(eps) = sum_N P(N) delta_N(eps)``. ``delta_N`` grows with N (more
     releases), so charging each bin its largest N, and the tail delta = 1, bounds it from
-    above: ``delta(eps) <= tail + (1 - tail) delta_mix(eps)``. PLDs on a pessimistic grid of
-    ``interval``."""
-    from dp_accounting.pld import privacy_loss_distribution as pld_mod
-
+    above: ``delta(eps) <= tail + (1 - tail) delta_mix(eps)``."""
     counts, weights = np.asarray(counts), np.asarray(weights, dtype=float)
     if not (np.all(np.diff(counts) > 0) and counts[0] >= 1 and len(counts) == len(weights)):
         raise ValueError("counts must be ascending integers >= 1, one weight each")
     if tail >= delta:
         return math.inf
-    step = pld_mod.from_gaussian_mechanism(noise_multiplier, sampling_prob=sampling_prob,
-                                           value_discretization_interval=interval,
-                                           neighboring_relation=_relation(relation))
     pld, done, mix, mass = None, 0, None, 0.0
     for c, w in zip(counts.tolist(), weights.tolist()):
         more = step.self_compose(c - done) if c - done > 1 else step

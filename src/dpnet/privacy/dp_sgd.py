@@ -11,10 +11,14 @@ One agent's step: the sum of its sampled records' gradients, each clipped to l2 
   dp-accounting's RDP has no Poisson replace-one event; the RDP account is the group-of-two bound
   through the add-or-remove curve ``R`` (replace = remove, then add; Mironov 2017, Prop. 11):
   ``RDP_replace(a) <= (a - 1/2)/(a - 1) R(2a) + R(2a - 1)``, looser, and sound.
-* ``"fixed"``: B records drawn without replacement (rate ``g = B/m``). Under replace-one the pair
-  is dominated by ``(N(0), (1-g) N(0) + g N(2C))`` (Zhu, Dong & Wang 2022), the Poisson
-  add-or-remove event at noise multiplier ``z/2``: PLD and RDP both (at z = 0.65 with the rates
-  above: epsilon 31.6; z = 1.26 for epsilon 4).
+* ``"fixed"``: B records drawn without replacement (rate ``g = B/m``). Replacing a sampled
+  record moves the sum by up to ``2C``; a step acts as the remove or the add pair of
+  ``(1-g) N(0) + g N(2C)`` against ``N(0)`` depending on the data, so the proven account composes
+  the one symmetrised pair that covers both (:mod:`.without_replacement`, noise multiplier
+  ``z/2`` at sensitivity 2C): its PLD, or its Renyi divergence. Until 2026-11-27 the PLD
+  composed the add and the remove types apart and took the larger epsilon, which is not a
+  proven bound: at z = 1.26 with the rates above it claimed 4.01 where the symmetrised pair
+  gives 4.28 (its RDP: 5.71).
 
 Every step is one release; the T releases compose.
 """
@@ -26,19 +30,16 @@ import numpy as np
 from ..errors import require
 from ..problems.stochastic import SAMPLERS
 from . import dp_accounting_bridge as bridge
+from . import without_replacement
 
 METHODS = ("pld", "rdp")
 
 
-def step_event(noise_multiplier: float, sampler: str, rate: float):
-    """``(event, relation)`` of one step (module docstring)."""
+def step_event(noise_multiplier: float, rate: float):
+    """dp-accounting event of one Poisson step under ``REPLACE_ONE`` (module docstring)."""
     dpa = bridge.events()
-    require(sampler in SAMPLERS, "sampling", sampler, f"one of {SAMPLERS}")
     require(0 < rate <= 1, "rate", rate, "0 < sampling rate <= 1")
-    if sampler == "poisson":
-        return dpa.PoissonSampledDpEvent(rate, dpa.GaussianDpEvent(noise_multiplier)), "replace_one"
-    return (dpa.PoissonSampledDpEvent(rate, dpa.GaussianDpEvent(noise_multiplier / 2)),
-            "add_remove")
+    return dpa.PoissonSampledDpEvent(rate, dpa.GaussianDpEvent(noise_multiplier))
 
 
 def epsilon(noise_multiplier: float, sampler: str, rate: float, steps: int, delta: float,
@@ -47,22 +48,28 @@ def epsilon(noise_multiplier: float, sampler: str, rate: float, steps: int, delt
     require(noise_multiplier > 0, "noise_multiplier", noise_multiplier, "z > 0")
     require(0 < delta < 1, "delta", delta, "0 < delta < 1")
     require(method in METHODS, "method", method, f"one of {METHODS}")
+    require(sampler in SAMPLERS, "sampling", sampler, f"one of {SAMPLERS}")
+    require(0 < rate <= 1, "rate", rate, "0 < sampling rate <= 1")
     if steps == 0:
         return 0.0
+    if sampler == "fixed":   # the symmetrised pair at the replace-one sensitivity 2C
+        z = noise_multiplier / 2
+        if method == "rdp":
+            return without_replacement.rdp_epsilon(z, rate, steps, delta)
+        return bridge.fine_enough(
+            lambda disc: without_replacement.pld_epsilon(z, rate, steps, delta, disc),
+            pld_discretization, start=1e-3,
+            bound=without_replacement.rdp_epsilon(z, rate, steps, delta),
+            span=without_replacement.span(z))
     dpa = bridge.events()
-    step, relation = step_event(noise_multiplier, sampler, rate)
+    step = step_event(noise_multiplier, rate)
     if method == "pld":
         event = dpa.SelfComposedDpEvent(step, steps)
-        return bridge.fine_enough(lambda disc: bridge.pld_epsilon(event, delta, disc, relation),
-                                  pld_discretization, start=1e-3,
-                                  bound=epsilon(noise_multiplier, sampler, rate, steps, delta,
-                                                "rdp"),
-                                  # the fixed batch's pair is at twice the clipping bound
-                                  span=bridge.gaussian_loss_span(noise_multiplier / 2))
-    if relation == "add_remove":
-        return bridge.rdp_epsilon(dpa.SelfComposedDpEvent(step, steps), delta,
-                                  extend_orders=True)
-
+        return bridge.fine_enough(
+            lambda disc: bridge.pld_epsilon(event, delta, disc, "replace_one"),
+            pld_discretization, start=1e-3,
+            bound=epsilon(noise_multiplier, sampler, rate, steps, delta, "rdp"),
+            span=bridge.gaussian_loss_span(noise_multiplier / 2))
     return bridge.rdp_epsilon_of_curve(lambda orders: steps * replace_one_rdp(step, orders),
                                        delta)
 

@@ -21,6 +21,9 @@ import numpy as np
 
 from ..errors import require
 
+#: how a release's batch is drawn
+RELEASE_SAMPLERS = ("poisson", "without_replacement")
+
 
 def _array(name: str, value) -> np.ndarray:
     arr = np.atleast_1d(np.asarray(value, dtype=np.float64)).reshape(-1)
@@ -33,13 +36,17 @@ class Releases:
     """A series of noisy releases of one message: release t adds ``noise`` noise of scale
     ``scale[t]`` (Laplace b, Gaussian sigma) to a value whose ``norm``-sensitivity under the
     adjacency is ``sensitivity[t]``; each release uses the protected data with probability
-    ``sampling`` (Poisson subsampling, 1 = always)."""
+    ``sampling`` (1 = always), drawn by ``sampler``: ``"poisson"`` (each record independently)
+    or ``"without_replacement"`` (a fixed-size batch; ``sensitivity`` is then the replace-one
+    shift of the batch's value, and the generic accountants compose the symmetrised pair of
+    :mod:`dpnet.privacy.without_replacement`)."""
 
     message: str
     noise: str                      # "laplace" (l1 sensitivity) or "gaussian" (l2 sensitivity)
     sensitivity: np.ndarray
     scale: np.ndarray
     sampling: float = 1.0
+    sampler: str = "poisson"
 
     def __post_init__(self) -> None:
         require(self.noise in ("laplace", "gaussian"), "noise", self.noise,
@@ -52,6 +59,8 @@ class Releases:
         require(self.sensitivity.shape == self.scale.shape, "scale", self.scale.shape,
                 f"one scale per release ({self.sensitivity.size})")
         require(0 < self.sampling <= 1, "sampling", self.sampling, "0 < sampling <= 1")
+        require(self.sampler in RELEASE_SAMPLERS, "sampler", self.sampler,
+                f"one of {RELEASE_SAMPLERS}")
 
     @property
     def norm(self) -> str:
