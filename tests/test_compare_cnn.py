@@ -20,16 +20,21 @@ pytestmark = pytest.mark.usefixtures("small_data", "one_thread")
 
 def test_the_splits_and_the_start():
     t = tasks.build("mnist_cnn")
-    parts = data.split_even(60, 10, seed=0)
-    assert t.problem.n_agents == 10 and t.m == 5 == t.problem.m     # 6 per share: 5 + 1
-    np.testing.assert_array_equal(t.problem.parts.numpy(), parts[:, :5])
+    from dpnet.lab import source
+
+    held = source.held_out_images(60, 10)                # 1/6 of the fixture's 60 images
+    pool = np.setdiff1d(np.arange(60), held)
+    parts = pool[data.split_even(50, 10, seed=0)]
+    assert t.problem.n_agents == 10 and t.m == 5 == t.problem.m     # 50 images, 5 per agent
+    np.testing.assert_array_equal(t.problem.parts.numpy(), parts)
     assert math.isinf(t.R) and math.isinf(t.sensitivity)             # no bound on a CNN record
     assert t.graph.n == 10 and t.graph.is_doubly_stochastic()
     np.testing.assert_array_equal(t.x0, t.problem.x0.numpy())        # the seeded CNN's weights
     val = t.utility(t.x0, "val")
     assert val["utility"] == pytest.approx(1 - val["accuracy"]) and val["heldout_loss"] > 0
-    # the validation split is the rest of each share: 10 records none of the agents train on
-    assert not set(parts[:, 5:].ravel()) & set(t.problem.parts.numpy().ravel())
+    # the validation split: 10 images held out before the agents' split, no agent's record
+    assert len(held) == 10 and not set(held) & set(t.problem.parts.numpy().ravel())
+    assert "no agent's data" in " ".join(t.notes)
 
 
 def test_a_replaced_record_moves_the_clipped_minibatch_mean_by_at_most_2G_over_B():
@@ -81,7 +86,9 @@ def test_doadp_rdp_calibration_matches_dp_accounting_directly():
     K, eps = 10, 2.0
     out = compare.calibration("mnist_cnn", None, "doadp", cnn.CNN_GRID[0], eps, "rdp", K)
     B = min(entries.DOADP_BATCH, t.m)
-    acc = rdp.RdpAccountant()               # noise multiplier sigma / (2G/B), sampling B/m
+    # noise multiplier sigma / (2G/B), sampling B/m (= 1 on the fixture: the Gaussian mechanism,
+    # where the fixed batch's symmetrised pair and dp-accounting's event coincide)
+    acc = rdp.RdpAccountant()
     acc.compose(dp_event.PoissonSampledDpEvent(B / t.m, dp_event.GaussianDpEvent(
         out["noise_factor"] / (2.0 / B))), K)
     assert acc.get_epsilon(1e-5) == pytest.approx(out["certified_epsilon"], rel=1e-6)
@@ -151,8 +158,7 @@ def test_the_score_is_the_models_accuracy_and_cross_entropy_image_by_image():
 
     t = tasks.build("mnist_cnn")
     train, test = common.images("mnist")
-    parts = data.split_even(len(train.y), 10, seed=0)
-    val = parts[:, t.m:].reshape(-1)
+    val = common.held_out_images(len(train.y), len(train.y) // 6)
     x = t.x0 + 0.3 * np.random.default_rng(1).standard_normal(t.x0.shape).astype(np.float32)
     module = t.problem.load_into(copy.deepcopy(t.problem.model), torch.as_tensor(x)).eval()
     for split, (X, y) in (("val", (train.X[val], train.y[val])), ("test", (test.X, test.y))):

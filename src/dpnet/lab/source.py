@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import data, models
+from ..errors import require
 from ..problems.neural import NeuralProblem
 from .keys import Runtime
 
@@ -55,15 +56,26 @@ def has(names) -> bool:
     return data.available(names, root=_SOURCE["root"])
 
 
+def held_out_images(n_samples: int, count: int, seed: int = 1) -> np.ndarray:
+    """Indices of ``count`` images of a training file held out of every agent's share (a
+    seeded permutation's first ``count``): a validation set that is no agent's private data."""
+    require(0 <= count < n_samples, "held_out", count, f"0 <= held_out < {n_samples} images")
+    return np.sort(np.random.default_rng(seed).permutation(n_samples)[:count])
+
+
 def cnn_problem(name: str, n_agents: int, per_agent: int | None = None,
                 test_samples: int | None = None, eval_samples: int | None = None,
                 model: str = "cnn", width: int = 64, seed: int = 0,
-                chunk: int | None = None) -> NeuralProblem:
+                chunk: int | None = None, held_out: int = 0) -> NeuralProblem:
     """The image-classification problem of papers 001-003: the training set split evenly over
     ``n_agents`` (seed 0; the first ``per_agent`` samples of each share when given), the papers'
-    CNN (or a ResNet-18 of ``width``) initialised from ``seed``, float32."""
+    CNN (or a ResNet-18 of ``width``) initialised from ``seed``, float32. ``held_out``: that many
+    training images (:func:`held_out_images`) are set aside first and belong to no agent."""
     train, test = images(name)
-    parts = data.split_even(len(train.y), n_agents, seed=0)
+    pool = np.arange(len(train.y))
+    if held_out:
+        pool = np.setdiff1d(pool, held_out_images(len(train.y), held_out))
+    parts = pool[data.split_even(len(pool), n_agents, seed=0)]
     if per_agent is not None:
         parts = parts[:, :per_agent]
     grey = name == "mnist"
