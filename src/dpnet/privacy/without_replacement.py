@@ -40,7 +40,8 @@ Riemann sum of a one-dimensional integral). Wang, Balle & Kasiviswanathan's boun
 without replacement (2019, Thm. 27; dp-accounting's ``SampledWithoutReplacementDpEvent``) is
 proven too but loose where small epsilons need large orders: at B = 1 of q = 12 records, p = 0.8
 hidden, k/d = 37/123 and epsilon 0.01 it calibrates sigma to 50,680 where the pair's own RDP
-needs 71.8 (tests pin 71.8, and WBK's epsilon at that sigma above 2.5 times the target). The Poisson add-or-remove curve at the same rate is not a bound here: at
+needs 71.8 (tests pin 71.8, and WBK's epsilon at that sigma above 2.5 times the target).
+The Poisson add-or-remove curve at the same rate is not a bound here: at
 ``z = 2, g = 0.01, T = 1000`` its epsilon (2.10) lies below the symmetric pair's PLD epsilon
 (2.20).
 """
