@@ -385,8 +385,9 @@ def test_the_poisson_twin_of_a_fixed_batch_row_is_accounted_as_dp_sgds_replace_o
     """The Poisson twin of DO-ADP's and DP-DDA's fixed-batch rows: at the same configuration and
     target, each PLD account is DP-SGD's at the multiplier ``z = sigma B / G`` and rate B/m, of
     the Poisson replace-one pair (the twin) and of the symmetrised pair of sampling without
-    replacement at 2G/B (the fixed batch), so the twin needs less noise (on the fixture's m = 14 little less; at the a9a
-    task's rate 16/1953 about half: ``tests/algorithms/test_dp_sgd.py``)."""
+    replacement at 2G/B (the fixed batch), so the twin needs less noise (on the fixture's
+    m = 14 little less; at the a9a task's rate 16/1953 about half:
+    ``tests/algorithms/test_dp_sgd.py``)."""
     from dpnet.lab.compare.leaderboard import calibration
     from dpnet.privacy import dp_sgd
 
