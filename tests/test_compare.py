@@ -13,7 +13,7 @@ import torch
 from dpnet.cli import main
 from dpnet.errors import ParameterError, UnknownNameError
 from dpnet.lab import compare
-from dpnet.lab.compare import entries, tasks
+from dpnet.lab.compare import entries, tasks, tuning
 
 pytestmark = pytest.mark.usefixtures("small_data")
 
@@ -63,6 +63,9 @@ def test_quick_leaderboard_never_certifies_above_its_target(tmp_path):
         assert r["target_epsilon"] * 0.99 <= r["certified_epsilon"] <= r["target_epsilon"]
         assert r["delta"] <= entries.DELTA
         assert math.isfinite(r["utility"]) and r["bits_per_agent"] > 0
+        assert 0 < r["epsilon_with_tuning"] < math.inf
+        if r["accountant"] == "rdp":   # its reported runs alone cost more than one run's epsilon
+            assert r["epsilon_with_tuning"] > r["certified_epsilon"]
     # a tighter accountant buys less noise for the same choice and target
     for alg, tight in (("diadsp", "rdp"), ("doadp", "rdp")):
         for eps in (1.0, 4.0):
@@ -76,13 +79,49 @@ def test_quick_leaderboard_never_certifies_above_its_target(tmp_path):
     assert set(compare.COLUMNS) <= set(read[0]) and len(read) == len(rows)
     text = paths["md"].read_text()
     assert "one record of one agent's local dataset replaced" in text
-    assert "privacy cost of tuning is not charged" in text and "winner" in text
+    assert "eps with tuning" in text and "Papernot & Steinke" in text and "winner" in text
     assert all(r["threat_model"] == "eavesdropper of every message" and
                r["privacy_unit"] == "one record of one agent's local dataset" for r in read)
     assert ("**Privacy unit:** one record of one agent's local dataset. **Threat model:** "
             "eavesdropper of every message") in text
     assert all(f"**{n}**" in text for n in entries.left_out())
     assert paths["png-logistic"].stat().st_size > 0
+
+
+def test_a_rows_charge_is_the_search_composed_with_its_reported_runs_by_hand():
+    from dpnet.privacy import dp_accounting_bridge as bridge
+    from dpnet.privacy import selection
+
+    orders = np.asarray(tuning.ORDERS, dtype=float)
+    trials = [{"ran": True, "rdp": list(0.01 * orders), "pure": None},
+              {"ran": True, "rdp": list(0.02 * orders), "pure": None},
+              {"ran": False}]                         # refused: never run, releases nothing
+    runs = [{"ran": True, "rdp": list(0.03 * orders), "pure": None}, {"ran": False}]
+    law = selection.with_mean(0.5, 8.0)
+    charge = tuning.Charge(trials, runs)
+    want = bridge.epsilon_of_rdp(orders, selection.selection_rdp(orders, 0.02 * orders, law)
+                                 + 3 * 0.03 * orders, 1e-5)
+    assert charge.epsilon(law, 3, 1e-5) == pytest.approx(want, rel=1e-12)
+    assert charge.law(8.0, 3, 1e-5).eta in selection.ETAS
+    # pure trials: (2 + eta) eps + runs eps where below the RDP route
+    pure = tuning.Charge([{"ran": True, "rdp": None, "pure": 0.1}],
+                         [{"ran": True, "rdp": None, "pure": 0.2}])
+    assert pure.epsilon(law, 3, 1e-5) == pytest.approx(2.5 * 0.1 + 3 * 0.2)
+    # a run without a curve or a pure epsilon leaves the charge undefined: inf, never 0
+    blind = tuning.Charge([{"ran": True, "rdp": None, "pure": None}], runs)
+    assert blind.epsilon(law, 3, 1e-5) == math.inf
+
+
+def test_the_search_draws_its_number_of_trials_from_the_law():
+    from dpnet.privacy import selection
+
+    law = selection.with_mean(0.0, 8.0)
+    first = tuning.draws("logistic", "dp_sgd", 1.0, law, 8)
+    assert first == tuning.draws("logistic", "dp_sgd", 1.0, law, 8)      # reproducible
+    counts = [len(tuning.draws("logistic", "dp_sgd", e, law, 8)) for e in np.arange(1, 3001)]
+    sd = math.sqrt(float((np.arange(1, 5001) ** 2 * law.pmf(np.arange(1, 5001))).sum()) - 64)
+    assert abs(np.mean(counts) - 8.0) < 5 * sd / math.sqrt(len(counts))
+    assert all(0 <= i < 8 for e in range(1, 50) for i in tuning.draws("t", "a", e, law, 8))
 
 
 def test_publishing_the_start_is_a_candidate_so_no_row_ends_above_it():
@@ -100,11 +139,12 @@ def test_publishing_the_start_is_a_candidate_so_no_row_ends_above_it():
     # a method whose tuned run beat x0 on validation keeps it, to the bit (runs are cached)
     same = {(r["algorithm"], r["accountant"], r["target_epsilon"]): r for r in papers}
     kept = [r for r in rows if r not in published]
-    assert kept and {r["algorithm"] for r in kept} == {"dp_sgd"}
+    assert kept and "dp_sgd" in {r["algorithm"] for r in kept}
     for r in kept:
         twin = same[r["algorithm"], r["accountant"], r["target_epsilon"]]
         assert all(r[k] == twin[k] for k in r if k not in ("accuracy", "seconds"))
-        assert r["utility"] < start
+    # x0 is beaten on validation, not always on the test split: DP-SGD's rows are far below it
+    assert all(r["utility"] < start for r in kept if r["algorithm"] == "dp_sgd")
     # the papers' protocol ranks DiaDSP and DO-ADP above their start here; x0 does not
     assert any(same[r["algorithm"], r["accountant"], r["target_epsilon"]]["utility"] > start
                for r in published)

@@ -295,6 +295,7 @@ def test_a_pld_account_whose_grid_would_not_fit_in_memory_returns_the_rdp_bound(
     assert eps(low, "pld") < eps(low, "rdp")
     assert dp_sgd.epsilon(0.005, "poisson", 0.5, 50, 1e-5) == dp_sgd.epsilon(
         0.005, "poisson", 0.5, 50, 1e-5, "rdp")
-    # at z = 0.02 a 1e-3 grid fits: the PLD account, far below RDP's
-    assert dp_sgd.epsilon(0.02, "poisson", 0.5, 50, 1e-5) < 0.2 * dp_sgd.epsilon(
+    # at z = 0.02 a 1e-3 grid fits: the PLD account, below RDP's (the mixture pair's own
+    # divergence at order 1.1, 68,529; the group-of-two bound the grid check reads: 499,848)
+    assert dp_sgd.epsilon(0.02, "poisson", 0.5, 50, 1e-5) < 0.8 * dp_sgd.epsilon(
         0.02, "poisson", 0.5, 50, 1e-5, "rdp")

@@ -224,3 +224,37 @@ def test_pld_above_its_ceiling_returns_the_rdp_bound_instead_of_overflowing():
     rdp, pld = (calm.privacy(PROBLEM, GRAPH, 30, accountant=a, **kw).epsilon
                 for a in ("rdp", "pld"))
     assert pld < rdp < accountants.PLD_CEILING
+
+
+def test_a_runs_rdp_curve_is_the_rdp_accountants_at_its_orders():
+    # the curve the tuning charge reads: at dp-accounting's default orders it converts to the
+    # rdp accountant's epsilon exactly (the same events, the same conversion)
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp_mod
+
+    from dpnet.privacy import dp_accounting_bridge as bridge
+
+    alg = DiaDSP(0.1, _noise(40.0, 0.97), _noise(40.0, 0.97))
+    orders = np.asarray(rdp_mod.DEFAULT_RDP_ORDERS, dtype=float)
+    facts = Assumptions.of(None, gradient_bound=1.0)
+    curve = accountants.rdp_curve(alg, PROBLEM, GRAPH, 30, facts, orders)
+    rdp = alg.privacy(PROBLEM, GRAPH, 30, accountant="rdp", gradient_bound=1.0, delta=1e-5)
+    assert bridge.epsilon_of_rdp(orders, curve, 1e-5) == pytest.approx(rdp.epsilon, rel=1e-9)
+    # Laplace releases: pure epsilon-DP bounds every order
+    pure = alg.privacy(PROBLEM, GRAPH, 30, gradient_bound=1.0, accountant="laplace").epsilon
+    assert np.all(curve <= pure * (1 + 1e-9))
+
+
+def test_dp_sgds_rdp_curve_is_its_rdp_account_and_none_without_one():
+    from dpnet.algorithms import DPSGD, WangBasarTernary
+    from dpnet.privacy import dp_accounting_bridge as bridge
+    from dpnet.privacy import dp_sgd
+
+    records = problems.LogisticRegression(np.ones((N, 50, D)) / 2, np.ones((N, 50)))
+    alg = DPSGD(0.1, noise_multiplier=1.1, clip=1.0, rate=0.1)
+    orders = np.arange(2, 65)
+    curve = accountants.rdp_curve(alg, records, GRAPH, 40, Assumptions.of(None), orders)
+    assert np.allclose(curve, 40 * dp_sgd.poisson_step_rdp(1.1, 0.1, orders))
+    assert bridge.epsilon_of_rdp(orders, curve, 1e-5) >= alg.privacy(
+        records, GRAPH, 40, accountant="rdp", delta=1e-5).epsilon * (1 - 1e-9)
+    assert accountants.rdp_curve(WangBasarTernary.__new__(WangBasarTernary), records, GRAPH,
+                                 40, Assumptions.of(None), orders) is None

@@ -31,7 +31,7 @@ import torch
 from ..errors import nonnegative, require
 from ..privacy import accountants, decor
 from .base import Context, State, register
-from .dp_sgd import DPSGD, account
+from .dp_sgd import DPSGD, account, rdp_curve
 
 
 @register
@@ -79,11 +79,20 @@ class DECOR(DPSGD):
     noise_attributes = ("noise_multiplier", "_noise", "pair_multiplier")
 
 
+def _multipliers(alg: DECOR, graph) -> np.ndarray:
+    require(graph is not None, "graph", None, "the graph (DECOR's guarantee depends on it)")
+    return decor.effective_multipliers(alg.noise_multiplier, alg.pair_multiplier,
+                                       graph.sparse("unweighted_laplacian"))
+
+
+@accountants.register_rdp_curve(DECOR)
+def _rdp_curve(alg, problem, graph, iterations, assumptions, orders):
+    return rdp_curve(alg, problem, graph, iterations, orders, _multipliers(alg, graph))
+
+
 def _account(alg: DECOR, problem, graph, iterations, assumptions, method: str,
              pld_discretization: float | None = None):
-    require(graph is not None, "graph", None, "the graph (DECOR's guarantee depends on it)")
-    z = decor.effective_multipliers(alg.noise_multiplier, alg.pair_multiplier,
-                                    graph.sparse("unweighted_laplacian"))
+    z = _multipliers(alg, graph)
     return account(alg, problem, graph, iterations, assumptions, method, pld_discretization, z,
                    "DECOR step (effective multiplier 1/sqrt((M^-1)_ii), "
                    "M = z_cdp^2 I + z_cor^2 L)",

@@ -162,6 +162,24 @@ def account(alg: DPSGD, problem, graph, iterations, assumptions, method: str,
                         "graph does not change the per-record guarantee",))
 
 
+def rdp_curve(alg: DPSGD, problem, graph, iterations, orders,
+              multipliers: np.ndarray | None = None) -> np.ndarray:
+    """RDP at ``orders`` of T DP-SGD-like steps, the largest over agents whose agent i adds
+    noise of multiplier ``multipliers[i]`` (default: the algorithm's own)."""
+    a = np.asarray(orders, dtype=float)
+    if alg.noise_multiplier == 0:
+        return np.full(a.shape, np.inf)
+    z = np.full(1, alg.noise_multiplier) if multipliers is None else np.asarray(multipliers)
+    q = alg.sampling_rate(problem)
+    return np.max([dp_sgd.rdp_curve(float(v), alg.sampling, q, int(iterations), a)
+                   for v in np.unique(np.round(z, 12))], axis=0)
+
+
+@accountants.register_rdp_curve(DPSGD)
+def _rdp_curve(alg, problem, graph, iterations, assumptions, orders):
+    return rdp_curve(alg, problem, graph, iterations, orders)
+
+
 @accountants.register(DPSGD, "pld")
 def pld_accountant(alg, problem, graph, iterations, assumptions,
                    pld_discretization: float | None = None):
@@ -172,6 +190,7 @@ def pld_accountant(alg, problem, graph, iterations, assumptions,
 
 @accountants.register(DPSGD, "rdp")
 def rdp_accountant(alg, problem, graph, iterations, assumptions):
-    """dp-accounting RDP of the T DP-SGD steps under replace-one (Poisson: the group-of-two bound
-    through add-or-remove), at the assumptions' delta (given: none is assumed)."""
+    """RDP of the T DP-SGD steps under replace-one (Poisson: the mixture pair's own divergence
+    or the group-of-two bound, whichever is smaller), at the assumptions' delta (given: none is
+    assumed)."""
     return account(alg, problem, graph, iterations, assumptions, "rdp")

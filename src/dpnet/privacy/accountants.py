@@ -127,6 +127,38 @@ def available(algorithm) -> dict[str, Accountant]:
     return out
 
 
+#: algorithm class -> ``fn(algorithm, problem, graph, iterations, assumptions, orders)``: the RDP
+#: curve of a run, for algorithms whose accounts do not go through a mechanism description
+RDP_CURVES: Registry[Callable[..., np.ndarray]] = Registry("RDP curve", "dpnet")
+
+
+def register_rdp_curve(cls: type) -> Callable:
+    """Decorator: ``fn`` is the RDP curve of ``cls``'s runs (and its subclasses')."""
+    registrant = calling_module()
+
+    def deco(fn):
+        RDP_CURVES.register(_key(cls, "rdp_curve"), fn, registrant=registrant)
+        return fn
+    return deco
+
+
+def rdp_curve(algorithm, problem, graph, iterations: int, assumptions: Assumptions,
+              orders) -> np.ndarray | None:
+    """A run's Renyi DP at each of ``orders`` (integers >= 2 are always covered), the largest
+    over agents, under the relation its accounts state: the curve registered for its class, else
+    its mechanism's releases interpreted as the ``rdp`` accountant does; None where neither
+    exists (the run has only its own accountants' epsilons)."""
+    for klass in type(algorithm).__mro__:
+        fn = RDP_CURVES.get(_key(klass, "rdp_curve"))
+        if fn is not None:
+            return np.asarray(fn(algorithm, problem, graph, iterations, assumptions, orders),
+                              dtype=float)
+    if not describes_mechanism(algorithm):
+        return None
+    groups = _mechanisms(algorithm, problem, graph, iterations, assumptions)
+    return np.max([_mechanism_rdp(mech, orders) for _, mech in groups], axis=0)
+
+
 def every() -> dict[str, list[str]]:
     """``{accountant name: [algorithm classes it is registered for, or "generic"]}``."""
     out: dict[str, list[str]] = {a.name: ["any algorithm with a mechanism"]
@@ -251,20 +283,9 @@ PLD_CEILING = 100.0
 def _without_replacement_epsilon(mech: Mechanism, delta: float, kind: str) -> float:
     """Gaussian releases on batches drawn without replacement: the symmetrised pairs composed
     (PLD), or their Renyi divergences (RDP); dp-accounting has no event for the pair."""
-    bad = [r.message for r in mech.releases
-           if r.noise != "gaussian" or r.sampler != "without_replacement"]
-    if bad:
-        raise ParameterError("mechanism", bad[0], "Gaussian releases only, when any release "
-                             "samples without replacement (the generic accountants compose "
-                             "that pair with no other)")
-    parts = []
-    for r in mech.releases:
-        values, counts = np.unique(r.multipliers, return_counts=True)
-        for m, c in zip(values.tolist(), counts.tolist()):
-            if m == 0:
-                return math.inf
-            if not math.isinf(m):
-                parts.append((m, c, r.sampling))
+    parts = _without_replacement_parts(mech)
+    if parts is None:
+        return math.inf
     if not parts:
         return 0.0
     rdp_eps = bridge.rdp_epsilon_of_curve(lambda orders: sum(
@@ -278,6 +299,42 @@ def _without_replacement_epsilon(mech: Mechanism, delta: float, kind: str) -> fl
         step = step.self_compose(c) if c > 1 else step
         pld = step if pld is None else pld.compose(step)
     return min(float(pld.get_epsilon_for_delta(delta)), rdp_eps)
+
+
+def _without_replacement_parts(mech: Mechanism) -> list[tuple[float, int, float]] | None:
+    """(multiplier, count, rate) of each distinct sensitive release; None if one is noiseless.
+    Every release must be Gaussian on a batch without replacement."""
+    bad = [r.message for r in mech.releases
+           if r.noise != "gaussian" or r.sampler != "without_replacement"]
+    if bad:
+        raise ParameterError("mechanism", bad[0], "Gaussian releases only, when any release "
+                             "samples without replacement (the generic accountants compose "
+                             "that pair with no other)")
+    parts = []
+    for r in mech.releases:
+        values, counts = np.unique(r.multipliers, return_counts=True)
+        for m, c in zip(values.tolist(), counts.tolist()):
+            if m == 0:
+                return None
+            if not math.isinf(m):
+                parts.append((m, c, r.sampling))
+    return parts
+
+
+def _mechanism_rdp(mech: Mechanism, orders) -> np.ndarray:
+    """The releases' RDP at ``orders``, composed (the ``rdp`` accountant's curve)."""
+    a = np.asarray(orders, dtype=float)
+    if any(r.sampler == "without_replacement" for r in mech.releases):
+        parts = _without_replacement_parts(mech)
+        if parts is None:
+            return np.full(a.shape, np.inf)
+        return sum((c * without_replacement.rdp_curve(m, g, a) for m, c, g in parts),
+                   np.zeros(a.shape))
+    dpa = bridge.events()
+    events = _dp_events(mech)
+    if any(isinstance(e, dpa.NonPrivateDpEvent) for e in events):
+        return np.full(a.shape, np.inf)
+    return bridge.rdp_curve(dpa.ComposedDpEvent(events), a) if events else np.zeros(a.shape)
 
 
 def _dp_accounting_epsilon(mech: Mechanism, delta: float, kind: str) -> float:

@@ -11,7 +11,7 @@ first use (about 1 s), so ``import dpnet`` does not pay for it.
   ``extend_orders`` the orders go on to 16384 when the best one is the largest default (tiny
   per-step losses need orders ~ log(1/delta)/epsilon);
 * :func:`rdp_epsilon_of_curve` -- the same for an RDP curve computed elsewhere (a mixture
-  dp-accounting has no event for);
+  dp-accounting has no event for), and :func:`epsilon_of_rdp` at given orders;
 * :func:`pld_epsilon` -- epsilon at delta by the PLD accountant on a pessimistic grid, and
   :func:`fine_enough`, the grid refined to the epsilon it finds;
 * :func:`pld_of_curve` -- the PLD of a symmetric pair given its hockey-stick curve;
@@ -73,6 +73,16 @@ def rdp_epsilon_of_curve(rdp_of_orders: Callable[[np.ndarray], np.ndarray], delt
         eps2, _ = rdp_mod.compute_epsilon(more, rdp_of_orders(more), delta)
         eps = min(eps, eps2)
     return float(eps)
+
+
+def epsilon_of_rdp(orders, rdp, delta: float) -> float:
+    """Smallest epsilon at ``delta`` of the RDP values ``rdp`` at ``orders`` (dp-accounting's
+    conversion)."""
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp_mod
+
+    eps, _ = rdp_mod.compute_epsilon(np.asarray(orders, dtype=float),
+                                     np.asarray(rdp, dtype=float), delta)
+    return float(eps) if math.isfinite(eps) else math.inf
 
 
 def rdp_epsilon(event, delta: float, extend_orders: bool = False,

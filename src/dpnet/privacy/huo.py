@@ -72,7 +72,7 @@ from ..errors import ParameterError, require
 from . import dp_accounting_bridge as bridge
 from . import without_replacement
 from .composition import calibrate
-from .dp_sgd import SAMPLERS, replace_one_rdp
+from .dp_sgd import SAMPLERS, poisson_step_rdp
 from .guarantee import PrivacyGuarantee
 
 ACCOUNTANTS = ("theorem1", "proof", "rdp", "pld")
@@ -276,12 +276,14 @@ def delta_hat_for(delta: float, delta0: float, mech: DOADPStep) -> float:
 
 def dp_accounting_epsilon(sigma: float, delta: float, mech: DOADPStep, method: str = "rdp",
                           activation: str = "visible", sensitivity: str = "topk",
-                          pld_discretization: float | None = None) -> float:
+                          pld_discretization: float | None = None, pair_rdp: bool = True
+                          ) -> float:
     """Epsilon at ``delta`` of T compositions of the subsampled Gaussian step (module
-    docstring, account 3) by dp-accounting's RDP or PLD accountant, the PLD on a grid
+    docstring, account 3) by dp-accounting's RDP or PLD accountant (``pair_rdp=False``: Poisson
+    steps by the group-of-two bound only, the cheap bound a PLD account is checked against),
+    the PLD on a grid
     :func:`~dpnet.privacy.dp_accounting_bridge.fine_enough` unless ``pld_discretization`` is
     given."""
-    dpa = bridge.events()
     require(sigma > 0, "sigma", sigma, "sigma > 0")
     require(0 < delta < 1, "delta", delta, "0 < delta < 1")
     require(method in ("rdp", "pld"), "method", method, "'rdp' or 'pld'")
@@ -295,8 +297,7 @@ def dp_accounting_epsilon(sigma: float, delta: float, mech: DOADPStep, method: s
 
     def step_curve(rate, orders):
         if poisson:
-            return replace_one_rdp(dpa.PoissonSampledDpEvent(rate, dpa.GaussianDpEvent(z)),
-                                   orders)
+            return poisson_step_rdp(z, rate, orders, pair_rdp)
         return without_replacement.rdp_curve(z, rate, orders)
 
     def step_pld(rate, disc):
@@ -307,7 +308,8 @@ def dp_accounting_epsilon(sigma: float, delta: float, mech: DOADPStep, method: s
     span = bridge.gaussian_loss_span(z / 2) if poisson else without_replacement.span(z)
     # RDP bounds the PLD account: where its grid would not fit in memory, RDP stands
     rdp = (None if method == "rdp" else
-           dp_accounting_epsilon(sigma, delta, mech, "rdp", activation, sensitivity))
+           dp_accounting_epsilon(sigma, delta, mech, "rdp", activation, sensitivity,
+                                 pair_rdp=False))
     if activation == "hidden" or mech.p == 1:    # p = 1: no activation to hide or show
         if method == "rdp":
             return bridge.rdp_epsilon_of_curve(

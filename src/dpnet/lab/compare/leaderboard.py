@@ -16,9 +16,10 @@ import torch
 
 from ...algorithms import GradientTracking
 from ...errors import DPNetError, ParameterError
+from ...privacy import accountants
 from ...runner import run
 from ..store import Run, execute
-from . import entries, tasks
+from . import entries, tasks, tuning
 from .entries import DELTA, ENTRIES, QUICK_TRIALS, entry, run_code
 from .tasks import TASKS, build
 
@@ -26,7 +27,8 @@ EPSILONS = (0.5, 1.0, 2.0, 4.0)
 #: statuses of rows that are listed under their task but not ranked
 UNRANKED = ("not applicable", "refused")
 TUNING_SEED = 100
-COLUMNS = ("task", "algorithm", "accountant", "target_epsilon", "certified_epsilon", "delta",
+COLUMNS = ("task", "algorithm", "accountant", "target_epsilon", "certified_epsilon",
+           "epsilon_with_tuning", "delta",
            "utility", "utility_std", "accuracy", "bits_per_agent", "seconds", "noise_factor",
            "choice", "seeds", "status", "threat_model", "privacy_unit", "role", "released",
            "state_utility")
@@ -102,21 +104,38 @@ def _calibrations(task, dataset, pairs, horizon, jobs, log) -> dict:
             for (n, p, eps, acc), row in zip(pairs, table.rows)}
 
 
-def _trials(task, dataset, cases, horizon, seeds, split, jobs, log) -> list[dict]:
-    """One row per (case, seed): the case's calibration and the run's scores."""
+def _trials(task, dataset, cases, horizon, split, jobs, log) -> list[dict]:
+    """One row per (case, seed) of ``cases``: the case's calibration and the run's scores."""
     runs, meta = [], []
-    for case in cases:
-        for s in seeds:
-            meta.append({**case, "seed": s})
-            if case["status"] == "ok":
-                runs.append(Run(trial, dict(task=task, dataset=dataset,
-                                            algorithm=case["algorithm"], params=case["choice"],
-                                            noise_factor=case["noise_factor"],
-                                            iterations=horizon(case["choice"]),
-                                            seed=s, split=split,
-                                            code=run_code(task, case["algorithm"]))))
+    for case, s in cases:
+        meta.append({**case, "seed": s})
+        if case["status"] == "ok":
+            runs.append(Run(trial, dict(task=task, dataset=dataset,
+                                        algorithm=case["algorithm"], params=case["choice"],
+                                        noise_factor=case["noise_factor"],
+                                        iterations=horizon(case["choice"]),
+                                        seed=s, split=split,
+                                        code=run_code(task, case["algorithm"]))))
     done = iter(execute(runs, jobs, log).rows)
     return [{**m, **next(done)} if m["status"] == "ok" else m for m in meta]
+
+
+def _curves(task, dataset, cal, horizon, jobs, log) -> dict:
+    """Calibration key -> what a row's charge reads of that calibrated configuration: its RDP
+    curve (:func:`.tuning.run_rdp`) and, under a pure accountant, its certified epsilon."""
+    keys = [k for k, row in cal.items() if row.get("status") == "ok"]
+    runs = [Run(tuning.run_rdp, dict(task=task, dataset=dataset, algorithm=n,
+                                     params=json.loads(p), noise_factor=cal[n, p, e, a][
+                                         "noise_factor"], iterations=horizon(json.loads(p)),
+                                     code=run_code(task, n)))
+            for n, p, e, a in keys]
+    table = execute(runs, jobs, log)
+    out = {k: {"ran": False} for k in cal}      # a refused calibration runs nothing
+    for (n, p, e, a), row in zip(keys, table.rows):
+        pure = accountants.is_pure(a)
+        out[n, p, e, a] = {"ran": True, "rdp": row.get("rdp") if row["status"] == "ok" else None,
+                           "pure": cal[n, p, e, a]["certified_epsilon"] if pure else None}
+    return out
 
 
 def _score(row: dict, key: str = "utility") -> float:
@@ -160,45 +179,66 @@ def compare(tasks: Sequence[str] | None = None, epsilons=EPSILONS,
                  for n in names if why[n] for eps in epsilons]
         names_here = [n for n in names if not why[n]]
         grid = {n: entry(n).search(task)[: QUICK_TRIALS if quick else None] for n in names_here}
-        pairs = [(n, p, eps, entry(n).default) for n in names_here for eps in epsilons
+        second = {n: (entry(n).tight if tight == "entry" else None if tight == "none" else tight)
+                  for n in names_here}
+        accs = {n: [entry(n).default] + ([second[n]] if second[n] and second[n] != entry(
+            n).default else []) for n in names_here}
+        # every configuration under every row's accountant: the default's are the search's
+        # trials, and each row's charge takes the largest over the configurations it may publish
+        pairs = [(n, p, eps, acc) for n in names_here for eps in epsilons for acc in accs[n]
                  for p in grid[n]]
         cal = _calibrations(task, dataset, pairs, horizon, jobs, log)
+        curves = _curves(task, dataset, cal, horizon, jobs, log)
 
         def case(n, p, eps, acc, cal=cal):
             return {"algorithm": n, "accountant": acc, "target_epsilon": eps, "choice": p,
                     "iterations": horizon(p), **cal[n, json.dumps(p, sort_keys=True), eps, acc]}
 
-        tuning = _trials(task, dataset, [case(*k) for k in pairs], horizon, [TUNING_SEED], "val",
-                         jobs, log)
+        def charge(n, eps, acc, curves=curves, grid=grid):
+            return tuning.Charge(
+                [curves[n, json.dumps(p, sort_keys=True), eps, entry(n).default]
+                 for p in grid[n]],
+                [curves[n, json.dumps(p, sort_keys=True), eps, acc] for p in grid[n]])
+
+        # the search (Papernot & Steinke): K ~ D_{eta,gamma} of mean the grid's size, each trial
+        # a configuration drawn uniformly, with its own seed
+        law = {(n, eps): charge(n, eps, entry(n).default).law(len(grid[n]), len(seeds), DELTA)
+               for n in names_here for eps in epsilons}
+        picks = {(n, eps): tuning.draws(task, n, eps, law[n, eps], len(grid[n]))
+                 for n in names_here for eps in epsilons}
+        trials = [(case(n, grid[n][i], eps, entry(n).default), TUNING_SEED + j)
+                  for (n, eps), idx in picks.items() for j, i in enumerate(idx)]
+        tuned = _trials(task, dataset, trials, horizon, "val", jobs, log)
         # selection reads the validation estimate of the ranked utility; publishing the public
-        # start x0 (K = 0, epsilon 0) is always a candidate, so no row ends worse than x0
+        # start x0 (K = 0, epsilon 0) is always a candidate (validation; the test may differ)
         start_val = t.utility(t.x0, "val")["utility"]
         chosen, publish_x0 = {}, set()
         for n in names_here:
             for eps in epsilons:
-                cands = [r for r in tuning if r["algorithm"] == n and r["target_epsilon"] == eps]
-                best = min(cands, key=lambda r: (_score(r), json.dumps(r["choice"])))
-                chosen[n, eps] = best["choice"]
-                if publish_start and not _score(best) < start_val:
+                cands = [r for r in tuned if r["algorithm"] == n and r["target_epsilon"] == eps]
+                best = min(cands, key=lambda r: (_score(r), json.dumps(r["choice"])),
+                           default=None)
+                if best is None or (publish_start and not _score(best) < start_val):
                     publish_x0.add((n, eps))
-        second = {n: (entry(n).tight if tight == "entry" else None if tight == "none" else tight)
-                  for n in names_here}
+                else:
+                    chosen[n, eps] = best["choice"]
         # every (algorithm, epsilon) gets its default row, then its tight one where different;
         # a method that publishes x0 does so under both accountants
-        wanted = [(n, eps, entry(n).default) for n in names_here for eps in epsilons] + [
-            (n, eps, second[n]) for n in names_here for eps in epsilons
-            if second[n] and second[n] != entry(n).default]
+        wanted = [(n, eps, acc) for n in names_here for eps in epsilons for acc in accs[n]]
         ran = [(n, chosen[n, eps], eps, acc) for n, eps, acc in wanted
                if (n, eps) not in publish_x0]
-        cal.update(_calibrations(task, dataset, [k for k in ran if k[3] != entry(k[0]).default],
-                                 horizon, jobs, log))
         cases = [case(*k) for k in ran]
-        final = _trials(task, dataset, cases, horizon, seeds, "test", jobs, log)
+        final = _trials(task, dataset, [(c, s) for c in cases for s in seeds], horizon, "test",
+                        jobs, log)
         for c in cases:
+            n, eps, acc = c["algorithm"], c["target_epsilon"], c["accountant"]
+            c["epsilon_with_tuning"] = charge(n, eps, acc).epsilon(law[n, eps], len(seeds),
+                                                                   DELTA)
             rows.append(_aggregate(task, c, [r for r in final if all(
                 r[k] == c[k] for k in ("algorithm", "accountant", "target_epsilon"))]))
         start = t.utility(t.x0, "test")
-        rows += [_published_x0(task, n, acc, eps, start, len(seeds))
+        rows += [_published_x0(task, n, acc, eps, start, len(seeds),
+                               charge(n, eps, acc).epsilon(law[n, eps], 0, DELTA))
                  for n, eps, acc in wanted if (n, eps) in publish_x0]
     return rows
 
@@ -219,11 +259,13 @@ def released_note(alg) -> str:
 
 
 def _published_x0(task: str, algorithm: str, accountant: str, epsilon: float, start: dict,
-                  seeds: int) -> dict[str, Any]:
+                  seeds: int, with_tuning: float) -> dict[str, Any]:
     """The row of a method whose best tuned run did not beat the public start on validation:
-    it publishes x0 (K = 0 steps, nothing released about the data: epsilon 0, no bits)."""
+    it publishes x0 (K = 0 steps, nothing released about the data: epsilon 0, no bits; the
+    search that chose it is charged in ``with_tuning``)."""
     case = {"algorithm": algorithm, "accountant": accountant, "target_epsilon": epsilon,
-            "choice": {}, "iterations": 0, "certified_epsilon": 0.0, "delta": 0.0}
+            "choice": {}, "iterations": 0, "certified_epsilon": 0.0, "delta": 0.0,
+            "epsilon_with_tuning": with_tuning}
     return _aggregate(task, case, [{"status": "ok", **start, "state_utility": start["utility"],
                                     "released": "the public start x0 (nothing about the data)",
                                     "bits_per_agent": 0.0, "seconds": 0.0}] * seeds)
@@ -243,6 +285,7 @@ def _aggregate(task: str, case: dict, runs: list[dict], inapplicable: str | None
            "task": task, "algorithm": case["algorithm"], "accountant": case["accountant"],
            "target_epsilon": case["target_epsilon"],
            "certified_epsilon": float(case.get("certified_epsilon", math.nan)),
+           "epsilon_with_tuning": float(case.get("epsilon_with_tuning", math.nan)),
            "delta": float(case.get("delta", math.nan)),
            "choice": ", ".join(f"{k}={v:g}" for k, v in {
                **case["choice"], **({"K": case["iterations"]} if "iterations" in case else {})
