@@ -274,7 +274,7 @@ def cmd_compare(args, progress: bool = False) -> int:
         [0, 1] if args.quick else [0, 1, 2])
     rows = compare.compare(tasks, epsilons, algs, quick=args.quick, seeds=seeds,
                            dataset=args.dataset, jobs=args.jobs, tight=args.tight,
-                           publish_start=not args.without_x0,
+                           publish_start=not args.without_x0, charge_tight=args.charge_tight,
                            log=_every_tenth("  ") if progress else None if args.quiet
                            else lambda m: print("  " + m, flush=True))
     command = "dpnet compare " + " ".join(args.argv)
@@ -303,7 +303,8 @@ def _audit_published(args) -> int:
     tight_given = any(a.split("=")[0] == "--tight" for a in args.argv)   # it has a default
     computing = [(o, v) for o, v, given in (
         ("--quick", True, args.quick), ("--seeds", args.seeds, args.seeds is not None),
-        ("--without-x0", True, args.without_x0), ("--tight", args.tight, tight_given))
+        ("--without-x0", True, args.without_x0), ("--tight", args.tight, tight_given),
+        ("--charge-tight", True, args.charge_tight))
         if given]
     if computing:
         raise ParameterError(*computing[0], "an option of computing a leaderboard, not of "
@@ -517,6 +518,10 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--without-x0", action="store_true",
                    help="rank every method's best tuned run even where publishing the public "
                         "start x0 (K = 0) does better on validation (the papers' protocol)")
+    s.add_argument("--charge-tight", action="store_true",
+                   help="the tuning charge (epsilon_with_tuning) of the second rows too: every "
+                        "configuration calibrated under their accountant (about 8x those "
+                        "calibrations; without it those rows show none)")
     s.add_argument("--quick", action="store_true", help="short horizons, 2 trials per method")
     s.add_argument("--audit", type=int, default=0, metavar="RUNS",
                    help="audit the calibrated configurations with RUNS runs per adjacent "

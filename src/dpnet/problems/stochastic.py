@@ -48,6 +48,16 @@ class Clip:
         norm = torch.linalg.vector_norm(g, dim=-1, keepdim=True)
         return g * torch.clamp(self.bound / torch.clamp(norm, min=1e-300), max=1.0)
 
+    def weighted_sum(self, g: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """``sum_b weights[..., b] clip(g[..., b, :])``: for ``"l2"`` the clip factors fold into
+        the weights, so the clipped gradients are never materialised."""
+        w = weights.to(g.dtype)
+        if self.kind == "coordinate":
+            return torch.einsum("...b,...bd->...d", w, self.apply(g))
+        norm = torch.linalg.vector_norm(g, dim=-1)
+        factor = torch.clamp(self.bound / torch.clamp(norm, min=1e-300), max=1.0)
+        return torch.einsum("...b,...bd->...d", w * factor, g)
+
     def l2_bound(self, d: int, k: int | None = None) -> float:
         """Bound on the l2 norm of any k coordinates of one clipped per-sample gradient
         (all d when k is None): ``G sqrt(k/d)`` (coordinate) or ``G`` (l2)."""
@@ -108,10 +118,12 @@ def clipped_grad_sum(problem, X: torch.Tensor, idx: torch.Tensor, weights: torch
                      clip: Clip, agents: np.ndarray) -> torch.Tensor:
     """``sum_b weights[i, b] clip(grad l(x_i; record idx[i, b]))`` per agent: the weighted sum
     that DP-SGD's Poisson batches need (variable batch sizes padded with weight 0); raises when
-    the problem has no per-sample gradients."""
+    the problem has no per-sample gradients. A problem with its own ``clipped_grad_sum`` (the
+    neural one: records of weight 0 are never computed) computes it."""
     _require_per_sample(problem, clip)
-    G = clip.apply(problem.per_sample_grads_at(X, idx, agents))
-    return torch.einsum("nb,nbd->nd", weights.to(G.dtype), G)
+    if hasattr(problem, "clipped_grad_sum"):
+        return problem.clipped_grad_sum(X, idx, weights, clip, agents)
+    return clip.weighted_sum(problem.per_sample_grads_at(X, idx, agents), weights)
 
 
 def clipped_stochastic_grad(problem, X: torch.Tensor, rng: Streams, k: int, batch_size: int,

@@ -74,6 +74,12 @@ def ranking(rows: list[dict], task: str, eps: float, role: str = "ranked") -> li
     return sorted(sel, key=lambda r: (r["utility"], r["algorithm"], r["accountant"]))
 
 
+def _charge(row: dict) -> str:
+    """A row's ``epsilon_with_tuning`` as the table shows it ("none" where not computed)."""
+    value = float(row.get("epsilon_with_tuning", math.nan))
+    return f"{value:.3g}" if math.isfinite(value) or value == math.inf else "none"
+
+
 def _budget(rows: list[dict], quick: bool) -> str:
     """The per-method search size of the tasks in ``rows`` (one number where they agree)."""
     sizes = sorted({QUICK_TRIALS if quick else GRID_TRIALS * len(task_spec(r["task"]).horizons)
@@ -122,7 +128,12 @@ def markdown(rows: list[dict], command: str, quick: bool, dataset: str | None = 
              "configuration's curve; for pure-epsilon trials, (2 + eta) eps where smaller) "
              "composed with its reported seeds' runs, at the same delta. It covers the row, not "
              "the search's log (the number of trials and the other trials' scores stay "
-             "secret), and not the rows of other epsilons or accountants.", ""]
+             "secret), and not the rows of other epsilons or accountants. "
+             + ("" if "--charge-tight" in command else "The tightest-accountant rows show "
+                "none: their runs' curve is the largest over every configuration the search "
+                "may choose, each calibrated under that accountant (--charge-tight computes "
+                "it). ") + "It can be below *certified eps* where a row's accountant is loose: "
+             "its noise, read by a tighter curve, costs less than that accountant says.", ""]
     for task in dict.fromkeys(r["task"] for r in rows):
         t = build(task, dataset)
         ref = (refs or {}).get(task) or references(task, dataset, quick)
@@ -154,7 +165,7 @@ def markdown(rows: list[dict], command: str, quick: bool, dataset: str | None = 
             lines += report.md_table([
                 {"rank": i, "algorithm": r["algorithm"], "accountant": r["accountant"],
                  "certified eps": f"{r['certified_epsilon']:.4g}",
-                 "eps with tuning": f"{float(r.get('epsilon_with_tuning', math.nan)):.3g}",
+                 "eps with tuning": _charge(r),
                  "utility": f"{r['utility']:.3e} ± {r['utility_std']:.1e}",
                  "accuracy": f"{r['accuracy']:.4f}", "bits/agent": f"{r['bits_per_agent']:.3g}",
                  "s/run": f"{r['seconds']:.2f}", "choice": r["choice"],
