@@ -15,7 +15,12 @@ from torch import nn
 from dpnet import data, models
 from dpnet.errors import ParameterError
 from dpnet.problems import Clip, LogisticRegression, NeuralProblem
-from dpnet.problems.stochastic import clipped_stochastic_grad, sample_indices
+from dpnet.problems.stochastic import (
+    clipped_grad_sum,
+    clipped_stochastic_grad,
+    poisson_indices,
+    sample_indices,
+)
 from dpnet.rng import Streams
 
 FIX = Path(__file__).parents[1] / "data"
@@ -68,6 +73,36 @@ def test_vmap_gradients_equal_per_agent_loop(mnist_problem):
     # a subset of agents draws exactly its own rows' samples
     sub = np.array([2, 0])
     torch.testing.assert_close(p.stochastic_grad(X[sub], rng, 3, 5, sub), G[sub])
+
+
+def test_the_weighted_clipped_sum_equals_the_per_record_loop(mnist_problem):
+    # DP-SGD's Poisson sum: records of weight 0 (padding) are skipped on the CPU, computed and
+    # zeroed by the nested call elsewhere; both equal one module copy per record
+    p = mnist_problem
+    X = p.default_x0() + 0.01 * torch.randn(p.n_agents, p.dim,
+                                            generator=torch.Generator().manual_seed(1))
+    agents = np.arange(p.n_agents)
+    idx, included = poisson_indices(Streams(5), 2, agents, p.m, 0.3)
+    weights = included.double() * torch.tensor([[0.5], [1.0], [2.0]], dtype=torch.float64)
+    weights[1] = 0.0                           # an agent with an empty batch sums to zero
+    for clip in (Clip(0.5, "coordinate"), Clip(0.5, "l2")):
+        got = clipped_grad_sum(p, X, idx, weights, clip, agents)
+        for r in agents:
+            keep = weights[r] != 0
+            if not keep.any():
+                assert torch.all(got[r] == 0)
+                continue
+            per = _loop_grads(p, X[r:r + 1], idx[r:r + 1][:, keep], [r], clip) * keep.sum()
+            # the loop averages clipped records of weight 1; rescale to the weighted sum
+            loop = per[0] * float(weights[r][keep][0])
+            torch.testing.assert_close(got[r], loop.to(got.dtype), rtol=1e-4, atol=1e-6)
+        # the generic nested path (a GPU's) gives the same sum
+        nested = clip.weighted_sum(p.per_sample_grads_at(X, idx, agents), weights)
+        torch.testing.assert_close(got, nested, rtol=1e-4, atol=1e-6)
+    # a subset of agents gets its own rows
+    sub = np.array([2, 0])
+    torch.testing.assert_close(clipped_grad_sum(p, X[sub], idx[sub], weights[sub], clip, sub),
+                               got[sub])
 
 
 def test_full_gradient_loss_and_evaluation(mnist_problem):
