@@ -107,7 +107,7 @@ class Script:
         mixed = self.W @ torch.stack(rows)
         for i in range(N):
             o = 0
-            for k, v in self.params[i].items():
+            for v in self.params[i].values():
                 v.copy_(mixed[i, o:o + v.numel()].reshape(v.shape))
                 o += v.numel()
 
