@@ -258,3 +258,22 @@ def test_dp_sgds_rdp_curve_is_its_rdp_account_and_none_without_one():
         records, GRAPH, 40, accountant="rdp", delta=1e-5).epsilon * (1 - 1e-9)
     assert accountants.rdp_curve(WangBasarTernary.__new__(WangBasarTernary), records, GRAPH,
                                  40, Assumptions.of(None), orders) is None
+
+
+@pytest.mark.parametrize("sampling", ["poisson", "fixed"])
+def test_do_adps_rdp_curve_is_its_rdp_accountants(sampling):
+    # the Poisson twins have no generic mechanism; their curve is DO-ADP's own RDP account
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp_mod
+
+    from dpnet.algorithms import DOADP
+    from dpnet.privacy import dp_accounting_bridge as bridge
+    from dpnet.problems.stochastic import Clip
+
+    records = problems.LogisticRegression(np.ones((N, 200, D)) / 2, np.ones((N, 200)))
+    alg = DOADP(0.1, 0.5, 0.0, sigma=0.05, p=0.6, clip=Clip(1.0, "l2"), sampling=sampling,
+                batch_size=10)
+    orders = np.asarray(rdp_mod.DEFAULT_RDP_ORDERS, dtype=float)
+    facts = Assumptions.of(None, gradient_bound=1.0)
+    curve = accountants.rdp_curve(alg, records, GRAPH, 50, facts, orders)
+    want = alg.privacy(records, GRAPH, 50, accountant="rdp", delta=1e-5, gradient_bound=1.0)
+    assert bridge.epsilon_of_rdp(orders, curve, 1e-5) == pytest.approx(want.epsilon, rel=1e-6)

@@ -258,6 +258,19 @@ def huo_account(alg, problem, graph, iterations, assumptions, accountant: str,
 # (6)'s Top-k sensitivity 2G sqrt(k/d)/B exceeded (``dpnet audit doadp-top1``); "topk" gives the
 # paper's account (every accountant, Theorem 1 included, then uses k/d); they agree when k = d.
 
+def huo_rdp_curve(alg, problem, graph, iterations, assumptions, orders) -> np.ndarray:
+    """RDP at ``orders`` of a paper-001 Gaussian mechanism's run (DO-ADP or DP-DDA), as its
+    ``rdp`` accountant composes it: activation visible, every coordinate's sensitivity, the
+    batch's own replace-one pair (Poisson or without replacement)."""
+    if alg.sigma == 0:
+        return np.full(np.shape(orders), np.inf)
+    mech = alg.huo_mechanism(problem, iterations, assumptions.gradient_bound)
+    return huo.rdp_curve(alg.sigma, mech, orders, "visible", "full")
+
+
+accountants.register_rdp_curve(DOADP)(huo_rdp_curve)
+
+
 @accountants.register(DOADP, "theorem1")
 def theorem1_accountant(alg, problem, graph, iterations, assumptions, delta0: float = 1e-5,
                         sensitivity: str = "full", activation: str = "visible"):

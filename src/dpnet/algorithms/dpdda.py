@@ -47,7 +47,14 @@ from ..privacy import accountants, huo
 from ..privacy.mechanism import Mechanism, Releases
 from ..problems.stochastic import Clip, as_clip, clipped_stochastic_grad
 from .base import Algorithm, BoxConstrained, Context, State, register
-from .doadp import check_poisson_batch, generic_sampler, huo_account, huo_notes, minibatch_sampling
+from .doadp import (
+    check_poisson_batch,
+    generic_sampler,
+    huo_account,
+    huo_notes,
+    huo_rdp_curve,
+    minibatch_sampling,
+)
 
 
 @register
@@ -146,6 +153,9 @@ def _dpdda(alg, problem, graph, iterations, assumptions, accountant, delta0=1e-5
     if not g.is_private:
         return g
     return dataclasses.replace(g, theorem=g.theorem + ", applied to DP-DDA's mechanism (k = d)")
+
+
+accountants.register_rdp_curve(DPDDA)(huo_rdp_curve)
 
 
 @accountants.register(DPDDA, "theorem1")

@@ -295,11 +295,6 @@ def dp_accounting_epsilon(sigma: float, delta: float, mech: DOADPStep, method: s
     poisson = mech.sampler == "poisson"
     z = sigma / mech.sensitivity(sensitivity) * (2.0 if poisson else 1.0)
 
-    def step_curve(rate, orders):
-        if poisson:
-            return poisson_step_rdp(z, rate, orders, pair_rdp)
-        return without_replacement.rdp_curve(z, rate, orders)
-
     def step_pld(rate, disc):
         if poisson:
             return bridge.gaussian_step_pld(z, rate, disc, "replace_one")
@@ -310,28 +305,43 @@ def dp_accounting_epsilon(sigma: float, delta: float, mech: DOADPStep, method: s
     rdp = (None if method == "rdp" else
            dp_accounting_epsilon(sigma, delta, mech, "rdp", activation, sensitivity,
                                  pair_rdp=False))
+    if method == "rdp":
+        return bridge.rdp_epsilon_of_curve(
+            lambda orders: rdp_curve(sigma, mech, orders, activation, sensitivity, pair_rdp),
+            delta)
     if activation == "hidden" or mech.p == 1:    # p = 1: no activation to hide or show
-        if method == "rdp":
-            return bridge.rdp_epsilon_of_curve(
-                lambda orders: mech.T * step_curve(mech.sampling, orders), delta)
         return bridge.fine_enough(
             lambda disc: float(step_pld(mech.sampling, disc).self_compose(mech.T)
                                .get_epsilon_for_delta(delta)),
             pld_discretization, bound=rdp, span=span)
     g = mech.batch_size / mech.q
-    if method == "pld":
-        counts, weights, tail = active_step_bins(mech.T, mech.p, delta * 1e-3)
-        return bridge.fine_enough(lambda disc: bridge.pld_epsilon_public_count(
-            step_pld(g, disc), counts, weights, tail, delta), pld_discretization, bound=rdp,
-            span=span)
+    counts, weights, tail = active_step_bins(mech.T, mech.p, delta * 1e-3)
+    return bridge.fine_enough(lambda disc: bridge.pld_epsilon_public_count(
+        step_pld(g, disc), counts, weights, tail, delta), pld_discretization, bound=rdp,
+        span=span)
 
-    def total_visible(orders):
-        base = step_curve(g, orders)
-        with np.errstate(over="ignore"):
-            mixed = np.log1p(mech.p * np.expm1((orders - 1) * base)) / (orders - 1)
-        return mech.T * np.where(np.isfinite(mixed), mixed, base)  # overflow: no gain
 
-    return bridge.rdp_epsilon_of_curve(total_visible, delta)
+def rdp_curve(sigma: float, mech: DOADPStep, orders, activation: str = "visible",
+              sensitivity: str = "topk", pair_rdp: bool = True) -> np.ndarray:
+    """RDP at ``orders`` of the T steps of :func:`dp_accounting_epsilon` (its RDP account):
+    T times the step's curve, hidden activation counted as subsampling at rate p B / q; visible
+    activation as the public Binomial number of active steps,
+    ``T log1p(p expm1((a-1) R(a))) / (a-1)`` with R the step's curve at rate B / q."""
+    orders = np.asarray(orders, dtype=float)
+    poisson = mech.sampler == "poisson"
+    z = sigma / mech.sensitivity(sensitivity) * (2.0 if poisson else 1.0)
+
+    def step_curve(rate):
+        if poisson:
+            return poisson_step_rdp(z, rate, orders, pair_rdp)
+        return without_replacement.rdp_curve(z, rate, orders)
+
+    if activation == "hidden" or mech.p == 1:
+        return mech.T * step_curve(mech.sampling)
+    base = step_curve(mech.batch_size / mech.q)
+    with np.errstate(over="ignore"):
+        mixed = np.log1p(mech.p * np.expm1((orders - 1) * base)) / (orders - 1)
+    return mech.T * np.where(np.isfinite(mixed), mixed, base)  # overflow: no gain
 
 
 #: bins of the number of active steps in the visible-activation PLD account
