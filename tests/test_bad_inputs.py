@@ -183,3 +183,13 @@ def test_a_decay_with_no_noise_scale_to_apply_it_to_is_refused():
     _raises(lambda: config.algorithm_from_flags("dp_sgd", {
         "lr": 0.3, "noise_multiplier": 1.0, "rate": 0.1, "decay": 0.9}),
         "--decay", "0.9", "a noise scale to apply it to (dp_sgd is given none)")
+
+
+def test_an_unknown_names_kind_is_pluralised_in_english():
+    from dpnet import graphs
+
+    with pytest.raises(UnknownNameError, match="known matrices: A, I, L, W"):
+        graphs.ring(4).sparse("metropolis")
+    assert "known accountants" in str(UnknownNameError("accountant", "x", ["a"]))
+    assert "known policies" in str(UnknownNameError("policy", "x", ["a"]))
+    assert "known keys" in str(UnknownNameError("key", "x", ["a"]))

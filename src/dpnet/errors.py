@@ -43,8 +43,9 @@ class UnknownNameError(DPNetError, KeyError):
 
     def __init__(self, kind: str, name: str, known: Iterable[str]) -> None:
         self.kind, self.name, self.known = kind, name, sorted(known)
-        plural = kind[:-1] + "ies" if kind.endswith("y") and kind[-2:-1] not in "aeiou" \
-            else kind + "s"
+        plural = (kind[:-1] + "ies" if kind.endswith("y") and kind[-2:-1] not in "aeiou" else
+                  kind[:-2] + "ices" if kind.endswith("ix") else
+                  kind + "es" if kind.endswith(("s", "x", "sh", "ch")) else kind + "s")
         super().__init__(f"unknown {kind} '{name}'; known {plural}: {', '.join(self.known)}")
 
     def __str__(self) -> str:  # KeyError would otherwise quote the message
