@@ -277,3 +277,28 @@ def test_do_adps_rdp_curve_is_its_rdp_accountants(sampling):
     curve = accountants.rdp_curve(alg, records, GRAPH, 50, facts, orders)
     want = alg.privacy(records, GRAPH, 50, accountant="rdp", delta=1e-5, gradient_bound=1.0)
     assert bridge.epsilon_of_rdp(orders, curve, 1e-5) == pytest.approx(want.epsilon, rel=1e-6)
+
+
+def test_a_mechanisms_without_replacement_releases_give_the_pairs_curve():
+    # the generic branch (no registered curve): T releases of multiplier 2 at rate 0.1, and
+    # 5 of multiplier 4, compose the symmetrised pair's divergence, the largest over agents
+    from dpnet.privacy import without_replacement
+
+    class Batches:
+        name = "batches"
+
+        def mechanism(self, problem, graph, iterations, assumptions):
+            rel = Releases("g", "gaussian", np.ones(iterations + 5),
+                           np.r_[np.full(iterations, 2.0), np.full(5, 4.0)], 0.1,
+                           "without_replacement")
+            quiet = Releases("g", "gaussian", np.ones(1), np.full(1, 50.0), 0.1,
+                             "without_replacement")
+            return [(np.arange(3), Mechanism((rel,), "record", iterations, "test")),
+                    (np.arange(3, N), Mechanism((quiet,), "record", iterations, "test"))]
+
+    orders = np.arange(2, 20)
+    curve = accountants.rdp_curve(Batches(), PROBLEM, GRAPH, 30, Assumptions.of(None), orders)
+    want = (30 * without_replacement.rdp_curve(2.0, 0.1, orders)
+            + 5 * without_replacement.rdp_curve(4.0, 0.1, orders))
+    assert np.allclose(curve, want, rtol=1e-12)
+    assert curve[0] > 0 and np.all(np.diff(curve) > 0)

@@ -61,16 +61,8 @@ class FlatModule:
         self.x0 = torch.cat([p.detach().reshape(-1) for p in params.values()]).to(dtype)
         self.device = self.x0.device
 
-    def unflatten(self, row: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Parameter dict of one state row (views into it)."""
-        out, o = {}, 0
-        for name, shape, size in zip(self.names, self.shapes, self.sizes):
-            out[name] = row[o:o + size].reshape(shape)
-            o += size
-        return out
-
-    def unflatten_rows(self, X: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Parameter dict of every row of ``X`` (leading axis kept)."""
+    def unflatten(self, X: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Parameter dict of one state row, or of every row of ``X`` (leading axes kept)."""
         out, o = {}, 0
         for name, shape, size in zip(self.names, self.shapes, self.sizes):
             out[name] = X[..., o:o + size].reshape(*X.shape[:-1], *shape)
@@ -174,9 +166,9 @@ class NeuralProblem(Problem):
                       chunk_size=chunk)
         one = vmap(grad(self._loss_one), in_dims=(None, 0, 0))
         self._batch_grad = exact(lambda X, xb, yb: flat.flatten(
-            batch(flat.unflatten_rows(X), xb, yb), 1))
+            batch(flat.unflatten(X), xb, yb), 1))
         self._sample_grad = exact(lambda X, xb, yb: flat.flatten(
-            nested(flat.unflatten_rows(X), xb, yb), 2))
+            nested(flat.unflatten(X), xb, yb), 2))
         self._one_agent_sample_grad = exact(lambda row, xb, yb: flat.flatten(
             one(flat.unflatten(row), xb, yb), 1))
         self._agent_logits = exact(vmap(self._logits, in_dims=(0, 0)))

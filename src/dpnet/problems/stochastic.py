@@ -45,8 +45,12 @@ class Clip:
         if self.kind == "coordinate":
             c = self.bound / math.sqrt(d)
             return g.clamp(-c, c)
-        norm = torch.linalg.vector_norm(g, dim=-1, keepdim=True)
-        return g * torch.clamp(self.bound / torch.clamp(norm, min=1e-300), max=1.0)
+        return g * self._l2_factor(g)[..., None]
+
+    def _l2_factor(self, g: torch.Tensor) -> torch.Tensor:
+        """``min(1, G / ||g||)`` over the last axis."""
+        norm = torch.linalg.vector_norm(g, dim=-1)
+        return torch.clamp(self.bound / torch.clamp(norm, min=1e-300), max=1.0)
 
     def weighted_sum(self, g: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """``sum_b weights[..., b] clip(g[..., b, :])``: for ``"l2"`` the clip factors fold into
@@ -54,9 +58,7 @@ class Clip:
         w = weights.to(g.dtype)
         if self.kind == "coordinate":
             return torch.einsum("...b,...bd->...d", w, self.apply(g))
-        norm = torch.linalg.vector_norm(g, dim=-1)
-        factor = torch.clamp(self.bound / torch.clamp(norm, min=1e-300), max=1.0)
-        return torch.einsum("...b,...bd->...d", w * factor, g)
+        return torch.einsum("...b,...bd->...d", w * self._l2_factor(g), g)
 
     def l2_bound(self, d: int, k: int | None = None) -> float:
         """Bound on the l2 norm of any k coordinates of one clipped per-sample gradient
