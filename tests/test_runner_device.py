@@ -6,10 +6,10 @@ import torch
 
 import dpnet
 from dpnet import compression, graphs, noise, problems
-from dpnet.algorithms import PGTC, DiaDSP
+from dpnet.algorithms import DGD, DPSGD, DSGD, PGTC, DiaDSP
 from dpnet.errors import ParameterError, UnknownNameError
 from dpnet.lab import config
-from dpnet.runner import AUTO_LOG_ROWS, log_cadence
+from dpnet.runner import AUTO_LOG_ROWS, METRIC_SHARE, log_cadence, metric_cost_ratio
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs a CUDA device"))]
@@ -49,14 +49,76 @@ def test_device_mismatch_with_a_given_network_is_refused():
         dpnet.run(_algorithms()[0], PROBLEM, GRAPH, 2, network=net, device="meta")
 
 
-def test_auto_cadence_logs_every_iteration_on_short_runs_and_500_rows_on_long_ones():
+def test_auto_cadence_without_a_cost_logs_every_iteration_on_short_runs_and_500_rows_beyond():
     assert log_cadence("auto", 0) == 1 and log_cadence("auto", 500) == 1
     assert log_cadence("auto", 499) == 1 and log_cadence("auto", 10_000) == 20
     assert log_cadence(7, 10_000) == 7
     with pytest.raises(ParameterError, match="log_every"):
         log_cadence("sometimes", 10)
+    # a problem without records: a row costs a step; 1,003 steps pay for 100.3 rows
     res = dpnet.run(DiaDSP(0.1), PROBLEM, GRAPH, 2 * AUTO_LOG_ROWS + 3)
-    assert res.history["iteration"].tolist() == list(range(0, 1003, 2)) + [1003]
+    assert res.history["iteration"].tolist() == list(range(0, 1003, 11)) + [1003]
+    assert log_cadence("auto", 100_000, 1.0) == 200         # the 500-row bound again
+
+
+LOGISTIC = problems.LogisticRegression(
+    np.random.default_rng(0).normal(size=(4, 50, 3)),
+    np.where(np.random.default_rng(1).random((4, 50)) < 0.5, -1.0, 1.0))
+
+
+def test_metric_cost_ratio_counts_a_rows_records_over_a_steps():
+    # a metrics row reads all 4 x 50 records; a full-gradient step reads as many
+    assert metric_cost_ratio(DGD(0.1), LOGISTIC) == 1.0
+    assert metric_cost_ratio(DSGD(0.1, batch_size=5), LOGISTIC) == 10.0
+    # Poisson DP-SGD at rate q reads q m records per agent in expectation
+    assert metric_cost_ratio(DPSGD(0.1, 1.0, rate=0.08), LOGISTIC) == pytest.approx(1 / 0.08)
+    assert metric_cost_ratio(DPSGD(0.1, 1.0, sampling="fixed", batch_size=4), LOGISTIC) == 12.5
+    # a batch larger than the local set reads the local set
+    assert metric_cost_ratio(DSGD(0.1, batch_size=500), LOGISTIC) == 1.0
+    # no records declared: a row costs what a full-gradient step does
+    assert PROBLEM.records_per_agent() is None and metric_cost_ratio(DiaDSP(0.1), PROBLEM) == 1.0
+
+
+def test_auto_cadence_keeps_the_metrics_records_within_their_share_of_the_steps():
+    assert METRIC_SHARE == 0.1
+    # K = 100 steps at one step per row pay for 10 rows: 0, 12, ..., 96, 100
+    assert log_cadence("auto", 100, 1.0) == 12 and log_cadence("auto", 100, 0.5) == 6
+    assert log_cadence("auto", 100, 1.01) == 13               # 9.9 rows: 9 of them
+    assert log_cadence("auto", 10_000, 0.5) == 20             # the 500-row bound is the larger
+    assert log_cadence("auto", 400, 1 / 0.08) == 200           # 3.2 rows: 0, 200, 400
+    assert log_cadence("auto", 400, 100.0) == 400              # first and last only
+    assert log_cadence(3, 400, 1 / 0.08) == 3                  # an explicit cadence is kept
+    for K in (35, 100, 999):
+        res = dpnet.run(DGD(0.1), LOGISTIC, graphs.ring(4), K)
+        rows = res.history["iteration"]
+        # the records the metrics read are at most 10 % of the steps', and one row more breaks it
+        assert len(rows) * LOGISTIC.metric_records() <= METRIC_SHARE * K * 4 * 50
+        every = rows[1]
+        assert (1 + -(-K // (every - 1))) * LOGISTIC.metric_records() > METRIC_SHARE * K * 4 * 50
+    assert dpnet.run(DGD(0.1), LOGISTIC, graphs.ring(4), 35).history["iteration"].tolist() == \
+        [0, 18, 35]
+
+
+def test_a_neural_problems_metrics_read_a_fixed_sample_by_default():
+    from dpnet.problems.neural import DEFAULT_METRIC_SAMPLES, NeuralProblem
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 3))
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(3000, 4)).astype(np.float32), rng.integers(0, 3, 3000)
+    parts = np.arange(3000).reshape(3, 1000)
+    p = NeuralProblem(model, X, y, parts)
+    assert p.metric_samples == DEFAULT_METRIC_SAMPLES == 2048 and p.metric_records() == 2048
+    full = NeuralProblem(model, X, y, parts, metric_samples=None)
+    assert full.metric_records() == 3000
+    # the sample's loss is the mean over exactly those 2,048 evenly spaced training records
+    x = p.x0.double()
+    sel = np.round(np.linspace(0, 2999, 2048)).astype(int)
+    logits = torch.as_tensor(X[sel]) @ model[1].weight.detach().T + model[1].bias.detach()
+    want = torch.nn.functional.cross_entropy(logits, torch.as_tensor(y[sel])).item()
+    assert p.loss(x) == pytest.approx(want, rel=1e-5)
+    assert full.loss(x) != pytest.approx(want, rel=1e-5)
+    # DP-SGD at rate 0.1: a row of 2,048 records against steps of 300; 2,000 steps pay for
+    # 29.3 rows: every 72 iterations
+    assert log_cadence("auto", 2000, metric_cost_ratio(DPSGD(0.1, 1.0, rate=0.1), p)) == 72
 
 
 def test_timing_splits_the_run_and_metrics_are_measured():

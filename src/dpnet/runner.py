@@ -11,11 +11,16 @@ Metrics every ``log_every`` iterations (and at the last one), with ``xbar`` the 
 
 Cost of one logged row: ``consensus``, ``distance`` and the bits are O(n d) tensor sums (one
 all-reduce in the distributed backend); ``objective`` and ``grad_norm_sq`` evaluate the global
-objective and its gradient at ``xbar`` once, a pass over every agent's data (for a finite-sum
-problem as much as n full local gradients). The default cadence ``log_every="auto"`` logs every
-iteration up to 500 iterations and about 500 rows beyond, so on long runs the metrics stay a small
-share; ``Result.timing`` says how the wall time split between setup, steps, metrics and the
-privacy account (``make bench`` measures the share).
+objective and its gradient at ``xbar`` once, a pass over the records the problem's metrics read
+(:meth:`Problem.metric_records`: every agent's for a finite-sum problem, a fixed sample of 2,048
+for a :class:`NeuralProblem` by default). The default cadence ``log_every="auto"`` logs iteration
+0, every c-th iteration and the last, with c the smallest cadence at which those rows cost at
+most 10 % of the steps (and at least ``K // 500``: at most about 500 rows). A row's cost in steps
+is :func:`metric_cost_ratio`, the records it reads over the records a step reads: 1 for full
+gradients and for problems without records, ``N / (n q m)`` for DP-SGD at rate ``q``. So a
+full-gradient run of 100 iterations logs 10 rows, a DP-SGD run at q = 0.01 of 400 iterations its
+first and last. ``Result.timing`` says how the wall time split between setup, steps, metrics and
+the privacy account (``benchmarks/bench_metrics.py`` measures the share).
 
 A non-finite value in any state tensor stops the run at once with :class:`NonFiniteError` naming
 the iteration and the variable.
@@ -256,16 +261,41 @@ class Metrics:
         return {k: np.asarray(v) for k, v in self.rows.items()}
 
 
-#: the "auto" cadence logs about this many rows (every iteration on shorter runs)
+#: the "auto" cadence logs at most about this many rows
 AUTO_LOG_ROWS = 500
+#: and keeps the metrics' cost, estimated in records read, at most this share of the steps'
+METRIC_SHARE = 0.1
 
 
-def log_cadence(log_every: int | str, iterations: int) -> int:
-    """``log_every`` as a positive int: ``"auto"`` is ``max(1, iterations // 500)``."""
+def metric_cost_ratio(algorithm: Algorithm, problem: Problem) -> float:
+    """The records one metrics row reads over the records one step reads (all agents): 1 for a
+    full-gradient algorithm on a finite-sum problem, ``N / (n q m)`` for Poisson-sampled DP-SGD.
+    1 for a problem without records: a row evaluates every agent's objective and gradient once,
+    as a full-gradient step does."""
+    rows, m = problem.metric_records(), problem.records_per_agent()
+    if rows is None or m is None:
+        return 1.0
+    per_agent = algorithm.records_per_step(problem)
+    per_agent = m if per_agent is None else min(float(m), per_agent)
+    return rows / (problem.n_agents * per_agent)
+
+
+def log_cadence(log_every: int | str, iterations: int, cost_ratio: float = 0.0) -> int:
+    """``log_every`` as a positive int. ``"auto"``: every ``max(1, iterations // 500)``
+    iterations, or sparser where a metrics row costs ``cost_ratio`` steps
+    (:func:`metric_cost_ratio`): the smallest cadence whose rows (iteration 0, the multiples of
+    the cadence and the last iteration) cost at most 10 % of the steps, or only the first and
+    last rows when even those two cost more."""
     if isinstance(log_every, str):
         if log_every != "auto":
             raise ParameterError("log_every", log_every, "a positive integer or 'auto'")
-        return max(1, iterations // AUTO_LOG_ROWS)
+        every = max(1, iterations // AUTO_LOG_ROWS)
+        if cost_ratio > 0 and iterations > 0:
+            budget = METRIC_SHARE * iterations / cost_ratio       # rows the share pays for
+            # cadence c logs 1 + ceil(K / c) rows; the tolerance keeps exact budgets exact
+            spare = math.floor(budget - 1 + 1e-9)
+            every = max(every, iterations if spare < 1 else math.ceil(iterations / spare))
+        return every
     return positive_int("log_every", log_every)
 
 
@@ -294,8 +324,8 @@ def run(algorithm: Algorithm, problem: Problem, graph: Graph, iterations: int,
     ``checkpoint_every=m`` hands ``checkpoint`` a snapshot dict every m iterations;
     ``resume=snapshot`` continues from one and reproduces the uninterrupted run exactly (draws are
     keyed by iteration, so the state, history, ledger and transcript are all there is to save).
-    ``log_every="auto"``: every iteration up to 500, about 500 rows beyond (see the module
-    docstring for what a row costs).
+    ``log_every="auto"``: at most about 500 rows, metrics at most about 10 % of the steps (see
+    the module docstring); an integer logs every that many iterations.
     ``device``: where state, problem data, noise, compression and mixing live (``"cuda"``,
     ``"cpu"``, any torch device; default: the given network's, else the CPU); the result, its
     history and transcript are NumPy arrays on the CPU whatever the device.
@@ -327,7 +357,6 @@ def _run(algorithm, problem, graph, iterations, x0, seed, log_every, record, flo
          device) -> Result:
     setup_start = time.perf_counter()
     K = int(iterations)
-    log_every = log_cadence(log_every, K)
     if device is None:
         device = network.device if network is not None else torch.device("cpu")
     device = canonical_device(device)
@@ -342,6 +371,7 @@ def _run(algorithm, problem, graph, iterations, x0, seed, log_every, record, flo
     net = network or Network(graph, record=record, float_bits=float_bits, rng=rng, device=device,
                              dtype=getattr(problem, "dtype", torch.float64))
     problem = problem.to(device)
+    log_every = log_cadence(log_every, K, metric_cost_ratio(algorithm, problem))
     if problem.held is not None and not np.isin(net.agents, problem.held).all():
         raise ParameterError("problem.held", ranges_text(problem.held), "the data of every agent of "
                              f"this process ({ranges_text(net.agents)}); restrict() to them")

@@ -68,7 +68,7 @@ def test_dgd_converges_to_its_fixed_point_on_a_quadratic():
 
 def test_dgd_exchanges_x_once_per_iteration():
     p = _problem("quadratic")
-    res = dpnet.run(DGD(eta=0.1), p, GRAPH, 5, float_bits=32)
+    res = dpnet.run(DGD(eta=0.1), p, GRAPH, 5, float_bits=32, log_every=1)
     per_iter = 6 * 32 * 2 * len(GRAPH.edges)
     assert res.bits["total"] == 5 * per_iter
     assert res.history["bits"].tolist() == [k * per_iter for k in range(6)]

@@ -121,6 +121,17 @@ class Algorithm(ABC):
     def iterate(self, state: State) -> torch.Tensor:
         return state["x"]
 
+    def records_per_step(self, problem: Problem) -> float | None:
+        """Expected records one agent's step reads from its local set: the minibatch
+        hyper-parameter when the algorithm has one set (``batch_size``, or ``batch`` where its
+        paper names it so), else None, a full local gradient. :func:`dpnet.run`'s ``"auto"`` log
+        cadence compares it with what a metrics row reads."""
+        for attr in ("batch_size", "batch"):
+            value = getattr(self, attr, None)
+            if value is not None:
+                return float(value)
+        return None
+
     # -- what is published (ranked by dpnet compare) ------------------------------------------
     #: the model the algorithm publishes at the end, as a function of what its guarantee
     #: covers: ``("state", key)``, the final value of a state variable that is a post-processing

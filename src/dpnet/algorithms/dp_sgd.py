@@ -70,6 +70,12 @@ class DPSGD(Algorithm):
             self.rate, self.batch_size = None, positive_int("batch_size", batch_size)
         self._noise = Gaussian(self.noise_multiplier * self.clip.bound)
 
+    def records_per_step(self, problem) -> float | None:
+        if self.rate is not None:
+            m = problem.records_per_agent()
+            return None if m is None else self.rate * m
+        return float(self.batch_size)
+
     def check_graph(self, graph) -> None:
         # doubly stochastic keeps the average; connectivity is not required: the identity graph
         # gives local-only DP-SGD, one agent central DP-SGD

@@ -99,6 +99,18 @@ class Problem(Movable, ABC):
         """Minibatch gradient; problems without samples return the exact gradient."""
         return self.grad(X, agents)
 
+    def records_per_agent(self) -> int | None:
+        """``m``, the records each agent holds (None: a problem without records, whose
+        gradients and metrics cost O(d) per agent)."""
+        return None
+
+    def metric_records(self) -> int | None:
+        """The records one metrics row of :func:`dpnet.run` reads (the global objective and
+        its gradient at the average iterate); None for a problem without records. The
+        runner's ``"auto"`` cadence compares it with the records a step reads."""
+        m = self.records_per_agent()
+        return None if m is None else self.n_agents * m
+
     # -- derived ----------------------------------------------------------------------------
     def _agents(self, agents: np.ndarray | None) -> np.ndarray:
         return np.arange(self.n_agents) if agents is None else np.asarray(agents, dtype=np.int64)

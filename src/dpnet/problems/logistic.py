@@ -87,6 +87,9 @@ class LogisticRegression(Problem):
         out._frozen = {"smoothness": out._L, "gradient_bound": None, "optimum": None}
         return out
 
+    def records_per_agent(self) -> int:
+        return self.m
+
     def _data(self, agents):
         return self._rows(self.BA, agents)
 
