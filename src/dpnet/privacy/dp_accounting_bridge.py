@@ -111,27 +111,27 @@ def gaussian_loss_span(multiplier: float) -> float:
 
 
 def fine_enough(epsilon_at: Callable[[float], float], interval: float | None = None,
-                start: float = 1e-4, bound: float | None = None,
+                start: float = 1e-4, bound: Callable[[], float] | None = None,
                 span: float | None = None) -> float:
     """``epsilon_at(interval)`` of a PLD account on a pessimistic grid fine enough: the given
     ``interval``; else ``start``, refined to 1/1000 of the epsilon found (at most three passes).
     A fixed grid overstates a small epsilon: 1e-4 overstates epsilon ~ 1e-3 tenfold after 1e5
-    compositions. ``bound`` and ``span``: an upper bound on the same epsilon (RDP's) and the
-    privacy loss's spread per step (:func:`gaussian_loss_span`): where a grid would hold more
-    than :data:`PLD_POINTS` points (an out-of-memory kill, not an error: calibration explores
-    tiny noise on its way) the finest grid that fits is the last tried, or ``bound`` where none
-    fits."""
+    compositions. ``bound`` and ``span``: an upper bound on the same epsilon (RDP's; a function,
+    evaluated only where needed: it can cost more than the PLD) and the privacy loss's spread
+    per step (:func:`gaussian_loss_span`): where a grid would hold more than :data:`PLD_POINTS`
+    points (an out-of-memory kill, not an error: calibration explores tiny noise on its way) the
+    finest grid that fits is the last tried, or ``bound()`` where none fits."""
     def fits(disc: float) -> bool:
         return span is None or span / disc <= PLD_POINTS
 
     require(span is None or bound is not None, "bound", bound, "an upper bound on epsilon "
             "(the fallback where a grid of the given span does not fit)")
     if interval is not None:
-        return epsilon_at(interval) if fits(interval) else bound
+        return epsilon_at(interval) if fits(interval) else bound()
     eps, disc = math.inf, start
     for _ in range(3):
         if not fits(disc):
-            return eps if math.isfinite(eps) else bound
+            return eps if math.isfinite(eps) else bound()
         new = epsilon_at(disc)
         if not math.isfinite(new) or disc <= new / 1000:
             return new

@@ -302,9 +302,10 @@ def dp_accounting_epsilon(sigma: float, delta: float, mech: DOADPStep, method: s
 
     span = bridge.gaussian_loss_span(z / 2) if poisson else without_replacement.span(z)
     # RDP bounds the PLD account: where its grid would not fit in memory, RDP stands
-    rdp = (None if method == "rdp" else
-           dp_accounting_epsilon(sigma, delta, mech, "rdp", activation, sensitivity,
-                                 pair_rdp=False))
+    def rdp() -> float:
+        return dp_accounting_epsilon(sigma, delta, mech, "rdp", activation, sensitivity,
+                                     pair_rdp=False)
+
     if method == "rdp":
         return bridge.rdp_epsilon_of_curve(
             lambda orders: rdp_curve(sigma, mech, orders, activation, sensitivity, pair_rdp),
