@@ -179,7 +179,7 @@ def test_mechanism_events_validate():
         Releases("x", "cauchy", 1.0, 1.0)
     with pytest.raises(ParameterError):
         Releases("x", "gaussian", [1.0, 2.0], [1.0, 2.0, 3.0])
-    assert Mechanism((r,), "function", 1, "test").noises == {"laplace"}
+    assert Mechanism((r,), "function", 1, "test", relation="replace_one").noises == {"laplace"}
 
 
 # ---- the one calibration -------------------------------------------------------------------------
@@ -293,8 +293,10 @@ def test_a_mechanisms_without_replacement_releases_give_the_pairs_curve():
                            "without_replacement")
             quiet = Releases("g", "gaussian", np.ones(1), np.full(1, 50.0), 0.1,
                              "without_replacement")
-            return [(np.arange(3), Mechanism((rel,), "record", iterations, "test")),
-                    (np.arange(3, N), Mechanism((quiet,), "record", iterations, "test"))]
+            return [(np.arange(3), Mechanism((rel,), "record", iterations, "test",
+                                             relation="replace_one")),
+                    (np.arange(3, N), Mechanism((quiet,), "record", iterations, "test",
+                                                relation="replace_one"))]
 
     orders = np.arange(2, 20)
     curve = accountants.rdp_curve(Batches(), PROBLEM, GRAPH, 30, Assumptions.of(None), orders)

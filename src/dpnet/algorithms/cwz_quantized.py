@@ -125,7 +125,7 @@ class CWZQuantized(Algorithm):
             adjacency="record (paper 003's Definition 3: one sample of agent i0 replaced)",
             horizon=iterations,
             source=f"Appendix F-type state recursion [reconstructed], C = {C:g} ({norm}), "
-                   f"m = {self.batch}, d = {problem.dim}"))
+                   f"m = {self.batch}, d = {problem.dim}", relation="replace_one"))
             for g, r in enumerate(levels.tolist())]
 
 

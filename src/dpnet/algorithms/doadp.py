@@ -170,7 +170,7 @@ class DOADP(Algorithm):
                            m.batch_size / m.q, "without_replacement")
         return [(np.arange(n), Mechanism(
             (release,), "record", m.T, "paper 001: Lemma 1 with eq. (6) for k = d, sampling "
-            "p B / q (Lemma 4)", notes=(huo_notes(m),)))]
+            "p B / q (Lemma 4)", notes=(huo_notes(m),), relation="replace_one"))]
 
 
 def check_poisson_batch(alg, problem) -> None:

@@ -135,9 +135,11 @@ class DPSGD(Algorithm):
 
 def account(alg: DPSGD, problem, graph, iterations, assumptions, method: str,
             pld_discretization: float | None = None, multipliers: np.ndarray | None = None,
-            theorem: str = "DP-SGD step", notes: tuple[str, ...] = ()) -> PrivacyGuarantee:
+            theorem: str = "DP-SGD step", notes: tuple[str, ...] = (),
+            relation: str = "replace_one") -> PrivacyGuarantee:
     """The guarantee of T DP-SGD-like steps whose agent i adds noise of multiplier
-    ``multipliers[i]`` (default: the algorithm's own for every agent) to its clipped sum."""
+    ``multipliers[i]`` (default: the algorithm's own for every agent) to its clipped sum, under
+    ``relation`` (:data:`dpnet.privacy.dp_sgd.RELATIONS`)."""
     if alg.noise_multiplier == 0:
         return PrivacyGuarantee.none(f"{alg.name} with noise multiplier 0 adds no noise",
                                      iterations)
@@ -151,19 +153,23 @@ def account(alg: DPSGD, problem, graph, iterations, assumptions, method: str,
     n = graph.n if graph is not None else problem.n_agents
     z = np.full(n, alg.noise_multiplier) if multipliers is None else multipliers
     values, where = np.unique(np.round(z, 12), return_inverse=True)
+    dp_sgd.check_relation(relation, alg.sampling)
     eps = np.array([dp_sgd.epsilon(float(v), alg.sampling, q, int(iterations), delta, method,
-                                   pld_discretization) for v in values])[where]
-    relation = ("REPLACE_ONE (Poisson mixture against mixture)" if alg.sampling == "poisson"
-                else "replace-one, batch without replacement: the symmetrised pair of Dong, Roth & "
-                "Su's subsampling theorem")
+                                   pld_discretization, relation) for v in values])[where]
+    pair = ("ADD_OR_REMOVE (Poisson-subsampled Gaussian)" if relation == "add_remove" else
+            "REPLACE_ONE (Poisson mixture against mixture)" if alg.sampling == "poisson"
+            else "replace-one, batch without replacement: the symmetrised pair of Dong, Roth & "
+            "Su's subsampling theorem")
     return PrivacyGuarantee.from_per_agent(
         eps, delta=delta, horizon=int(iterations),
         theorem=f"{theorem} composed {iterations} times, dp-accounting {method.upper()}, "
-                f"{relation}",
+                f"{pair}",
         assumptions=(f"per-record l2 clipping at C = {alg.clip.bound:g} (the sensitivity of the "
-                     "clipped sum is 2C under replace-one)",
+                     "clipped sum is " + ("C under add-or-remove)" if relation == "add_remove"
+                                          else "2C under replace-one)"),
                      f"{alg.sampling} sampling, rate {q:.6g} of m = {m} records per agent",
-                     "replace-one adjacency of one record of one agent"),
+                     ("add-or-remove" if relation == "add_remove" else "replace-one")
+                     + " adjacency of one record of one agent"),
         notes=notes or ("every message is a post-processing of the noisy clipped sums, so the "
                         "graph does not change the per-record guarantee",))
 
@@ -188,15 +194,18 @@ def _rdp_curve(alg, problem, graph, iterations, assumptions, orders):
 
 @accountants.register(DPSGD, "pld")
 def pld_accountant(alg, problem, graph, iterations, assumptions,
-                   pld_discretization: float | None = None):
-    """dp-accounting PLD of the T DP-SGD steps under replace-one, at the assumptions' delta
-    (given: none is assumed); option pld_discretization."""
-    return account(alg, problem, graph, iterations, assumptions, "pld", pld_discretization)
+                   pld_discretization: float | None = None, relation: str = "replace_one"):
+    """dp-accounting PLD of the T DP-SGD steps under replace-one (option ``relation=
+    "add_remove"``: Opacus's relation, Poisson only), at the assumptions' delta (given: none is
+    assumed); option pld_discretization."""
+    return account(alg, problem, graph, iterations, assumptions, "pld", pld_discretization,
+                   relation=relation)
 
 
 @accountants.register(DPSGD, "rdp")
-def rdp_accountant(alg, problem, graph, iterations, assumptions):
+def rdp_accountant(alg, problem, graph, iterations, assumptions, relation: str = "replace_one"):
     """RDP of the T DP-SGD steps under replace-one (Poisson: the mixture pair's own divergence
-    or the group-of-two bound, whichever is smaller), at the assumptions' delta (given: none is
+    or the group-of-two bound, whichever is smaller; option ``relation="add_remove"``:
+    dp-accounting's Poisson-subsampled Gaussian), at the assumptions' delta (given: none is
     assumed)."""
-    return account(alg, problem, graph, iterations, assumptions, "rdp")
+    return account(alg, problem, graph, iterations, assumptions, "rdp", relation=relation)

@@ -143,7 +143,7 @@ class DPDDA(BoxConstrained, Algorithm):
                            np.full(m.T, self.sigma), m.batch_size / m.q, "without_replacement")
         return [(np.arange(n), Mechanism(
             (release,), "record", m.T, "paper 001's mechanism with k = d (Lemma 1, Lemma 4)",
-            notes=(huo_notes(m),)))]
+            notes=(huo_notes(m),), relation="replace_one"))]
 
 
 def _dpdda(alg, problem, graph, iterations, assumptions, accountant, delta0=1e-5,

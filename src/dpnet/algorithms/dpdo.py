@@ -136,7 +136,8 @@ class DPDO(BoxConstrained, Algorithm):
                            self.c * self.p ** k * D, self.M * self.q ** (k + 1))
         n = graph.n if graph is not None else problem.n_agents
         return [(np.arange(n), Mechanism((release,), adjacency, int(iterations),
-                                         f"DPDO's l1 gradient sensitivity Delta_g = {D:.6g}"))]
+                                         f"DPDO's l1 gradient sensitivity Delta_g = {D:.6g}",
+                                         relation="replace_one"))]
 
     def calibrate(self, epsilon, problem, graph, iterations=None, over=None, accountant=None,
                   assumptions=None, **constants) -> DPDO:

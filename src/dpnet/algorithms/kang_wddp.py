@@ -99,7 +99,7 @@ class KangWDDP(Algorithm):
             source=f"Gaussian gradient perturbation, l2 sensitivity C/m with C = {C:g}, "
                    f"m = {self.batch}",
             notes=("sampling m of D without replacement is not credited (the generic "
-                   "accountants know Poisson subsampling only)",)))]
+                   "accountants know Poisson subsampling only)",), relation="replace_one"))]
 
 
 @accountants.register(KangWDDP, "kang")

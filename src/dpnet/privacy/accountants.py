@@ -34,7 +34,7 @@ import numpy as np
 from ..errors import ParameterError, UnknownNameError
 from ..registry import Registry, calling_module
 from . import dp_accounting_bridge as bridge
-from . import without_replacement
+from . import dp_sgd, without_replacement
 from .assumptions import ASSUMPTIONS, Assumptions, check_names
 from .guarantee import PrivacyGuarantee
 from .mechanism import Mechanism, Releases
@@ -232,11 +232,11 @@ def per_agent(algorithm, problem, graph, iterations, assumptions, epsilon_of, la
     if np.isnan(per).any():
         raise ParameterError("mechanism", algorithm.name, "a description of every agent's releases",
                              f"agents {np.flatnonzero(np.isnan(per))[:5].tolist()} are missing")
-    adjacency = groups[0][1].adjacency
+    adjacency, relation = groups[0][1].adjacency, groups[0][1].relation
     return PrivacyGuarantee.from_per_agent(
         per, delta=delta, horizon=iterations,
         theorem=f"{label} over {algorithm.name}'s releases",
-        assumptions=(f"adjacency: {adjacency}", *sorted(sources)),
+        assumptions=(f"adjacency: {adjacency} ({relation})", *sorted(sources)),
         notes=tuple(dict.fromkeys(notes)))
 
 
@@ -256,9 +256,28 @@ def laplace_accountant(algorithm, problem, graph, iterations, assumptions) -> Pr
                       "basic composition of Laplace mechanisms", 0.0)
 
 
+def _replace_one_sampled(mech: Mechanism) -> bool:
+    """Whether the mechanism's relation matters to its account: Poisson-subsampled releases
+    under replace-one (for releases on the whole data the two relations give the same pair
+    at the stated shift)."""
+    sampled = [r for r in mech.releases if r.sampler == "poisson" and r.sampling < 1.0]
+    if mech.relation != "replace_one" or not sampled:
+        return False
+    laplace = [r.message for r in mech.releases if r.noise != "gaussian"]
+    if laplace:
+        raise ParameterError("mechanism", laplace[0], "Gaussian releases only where a "
+                             "Poisson-subsampled release is accounted under replace_one "
+                             "(dp-accounting has no replace-one event for subsampled Laplace)")
+    return True
+
+
 def _dp_events(mech: Mechanism) -> list:
-    """dp-accounting events of a mechanism, identical releases grouped by self-composition."""
+    """dp-accounting events of a mechanism, identical releases grouped by self-composition.
+    Under replace-one with Poisson-subsampled releases (:func:`_replace_one_sampled`) the
+    events are for dp-accounting's ``REPLACE_ONE`` relation, whose Gaussian multiplier is taken
+    against half the shift (a record's term of norm at most ``sensitivity / 2``)."""
     dpa = bridge.events()
+    half = 2.0 if _replace_one_sampled(mech) else 1.0
     events = []
     for r in mech.releases:
         values, counts = np.unique(r.multipliers, return_counts=True)
@@ -268,11 +287,37 @@ def _dp_events(mech: Mechanism) -> list:
             if m == 0:
                 events.append(dpa.NonPrivateDpEvent())
                 continue
-            ev = dpa.LaplaceDpEvent(m) if r.noise == "laplace" else dpa.GaussianDpEvent(m)
+            ev = dpa.LaplaceDpEvent(m) if r.noise == "laplace" else dpa.GaussianDpEvent(half * m)
             if r.sampling < 1.0:
                 ev = dpa.PoissonSampledDpEvent(r.sampling, ev)
             events.append(dpa.SelfComposedDpEvent(ev, c) if c > 1 else ev)
     return events
+
+
+def _relation(mech: Mechanism) -> str:
+    """The dp-accounting relation the events of :func:`_dp_events` are for."""
+    return "replace_one" if _replace_one_sampled(mech) else "add_remove"
+
+
+def _events_rdp(mech: Mechanism, events: list, orders: np.ndarray) -> np.ndarray:
+    """RDP of the events at ``orders``. dp-accounting's RDP has no Poisson replace-one event:
+    there each subsampled Gaussian step takes :func:`dp_sgd.poisson_step_rdp` (the pair's own
+    divergence or the group-of-two bound, whichever is smaller)."""
+    dpa = bridge.events()
+    if _relation(mech) == "add_remove":
+        return bridge.rdp_curve(dpa.ComposedDpEvent(events), orders)
+    total = np.zeros(orders.shape)
+    for ev in events:
+        count = 1
+        if isinstance(ev, dpa.SelfComposedDpEvent):
+            ev, count = ev.event, ev.count
+        if isinstance(ev, dpa.PoissonSampledDpEvent):
+            total += count * dp_sgd.poisson_step_rdp(ev.event.noise_multiplier,
+                                                     ev.sampling_probability, orders)
+        else:   # a Gaussian step on the whole data: the REPLACE_ONE shift is 2 / multiplier
+            total += count * bridge.rdp_curve(dpa.GaussianDpEvent(ev.noise_multiplier / 2),
+                                              orders)
+    return total
 
 
 #: above this RDP/pure epsilon the PLD account is not attempted (it would only tighten an epsilon
@@ -334,7 +379,7 @@ def _mechanism_rdp(mech: Mechanism, orders) -> np.ndarray:
     events = _dp_events(mech)
     if any(isinstance(e, dpa.NonPrivateDpEvent) for e in events):
         return np.full(a.shape, np.inf)
-    return bridge.rdp_curve(dpa.ComposedDpEvent(events), a) if events else np.zeros(a.shape)
+    return _events_rdp(mech, events, a) if events else np.zeros(a.shape)
 
 
 def _dp_accounting_epsilon(mech: Mechanism, delta: float, kind: str) -> float:
@@ -346,7 +391,11 @@ def _dp_accounting_epsilon(mech: Mechanism, delta: float, kind: str) -> float:
         return 0.0
     if any(isinstance(e, dpa.NonPrivateDpEvent) for e in events):
         return math.inf
-    rdp_eps = bridge.rdp_epsilon(dpa.ComposedDpEvent(events), delta)
+    if _relation(mech) == "add_remove":
+        rdp_eps = bridge.rdp_epsilon(dpa.ComposedDpEvent(events), delta)
+    else:
+        rdp_eps = bridge.rdp_epsilon_of_curve(lambda o: _events_rdp(mech, events, o), delta,
+                                              extend_orders=False)
     pure = _pure_epsilon(mech)
     if kind == "rdp" or min(rdp_eps, pure) > PLD_CEILING:
         # far above any budget a user targets, a PLD's tightening changes nothing that matters,
@@ -356,7 +405,8 @@ def _dp_accounting_epsilon(mech: Mechanism, delta: float, kind: str) -> float:
     # points (an out-of-memory kill, not an error). Coarsen the pessimistic grid with the RDP
     # epsilon (the PLD's is below it): the account stays an upper bound, a little looser.
     interval = max(1e-4, min(rdp_eps, pure) / 2e4)
-    return min(bridge.pld_epsilon(dpa.ComposedDpEvent(events), delta, interval), rdp_eps, pure)
+    return min(bridge.pld_epsilon(dpa.ComposedDpEvent(events), delta, interval, _relation(mech)),
+               rdp_eps, pure)
 
 
 def _pure_epsilon(mech: Mechanism) -> float:

@@ -286,7 +286,7 @@ def streaming_mechanism(n: int, T: int, rho: np.ndarray, l1_gradient_bound: floa
     for agents, (s0, vs) in _agent_groups(n, sigma0, varsigma):
         scale = s0 * tt ** (sign * vs) / math.sqrt(2.0)
         out.append((agents, Mechanism((Releases(message, "laplace", 2.0 * d * rho, scale),),
-                                      "record", T, source)))
+                                      "record", T, source, relation="replace_one")))
     return out
 
 
@@ -337,4 +337,4 @@ def dola_mechanism(n_agents: int, alpha0: float, power: float, noise_scale: floa
     return [(np.arange(n_agents), Mechanism(
         (release,), "record", T, f"{name}: Delta_t = 2 alpha_t sqrt(n) L / t (all-data gradient)",
         ("ignores how a sample's influence propagates through the state, as the original "
-         "proof does",)))]
+         "proof does",), relation="replace_one"))]

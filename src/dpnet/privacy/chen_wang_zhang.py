@@ -235,7 +235,7 @@ def mechanism(graph, alpha: float, beta: float, gamma: float, m: int, C: float, 
             (Releases("x", "laplace", Dx, rows[2:K + 3, g]),
              Releases("y", "laplace", Dy, rows[K + 3:, g])),
             adjacency="record (Definition 3: one sample of agent i0 replaced)", horizon=K + 1,
-            source=source)))
+            source=source, relation="replace_one")))
     return groups
 
 

@@ -19,10 +19,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import require
+from ..errors import UnknownNameError, require
 
 #: how a release's batch is drawn
 RELEASE_SAMPLERS = ("poisson", "without_replacement")
+#: the neighbouring relations a mechanism is described under (dp-accounting's names, lower case)
+RELATIONS = ("replace_one", "add_remove")
 
 
 def _array(name: str, value) -> np.ndarray:
@@ -35,11 +37,18 @@ def _array(name: str, value) -> np.ndarray:
 class Releases:
     """A series of noisy releases of one message: release t adds ``noise`` noise of scale
     ``scale[t]`` (Laplace b, Gaussian sigma) to a value whose ``norm``-sensitivity under the
-    adjacency is ``sensitivity[t]``; each release uses the protected data with probability
-    ``sampling`` (1 = always), drawn by ``sampler``: ``"poisson"`` (each record independently)
-    or ``"without_replacement"`` (a fixed-size batch; ``sensitivity`` is then the replace-one
-    shift of the batch's value, and the generic accountants compose the symmetrised pair of
-    :mod:`dpnet.privacy.without_replacement`)."""
+    mechanism's relation is ``sensitivity[t]``: how far the value moves between neighbouring
+    datasets. Each release uses the protected data with probability ``sampling`` (1 = always),
+    drawn by ``sampler``:
+
+    * ``"poisson"``: each record independently. Under ``add_remove`` the sensitivity is one
+      record's contribution (dp-accounting's Poisson-subsampled event). Under ``replace_one`` the
+      value is taken to be a sum of per-record terms, each of norm at most ``sensitivity / 2``
+      (DP-SGD's clipped sum: ``sensitivity = 2C``), so the pair is a mixture against a mixture
+      (dp-accounting's ``REPLACE_ONE`` event at noise multiplier ``2 scale / sensitivity``);
+    * ``"without_replacement"``: a fixed-size batch, under ``replace_one`` only; ``sensitivity``
+      is the shift of the batch's value, and the generic accountants compose the symmetrised
+      pair of :mod:`dpnet.privacy.without_replacement`."""
 
     message: str
     noise: str                      # "laplace" (l1 sensitivity) or "gaussian" (l2 sensitivity)
@@ -79,13 +88,29 @@ class Releases:
 
 @dataclass(frozen=True)
 class Mechanism:
-    """Everything one protected agent's data influences, under one adjacency relation."""
+    """Everything one protected agent's data influences, under one neighbouring relation:
+    ``relation`` (one of :data:`RELATIONS`, required: the accountants interpret subsampled
+    releases by it) and ``adjacency``, what a neighbour is in words (one record of agent i
+    replaced, agent i's function replaced, ...)."""
 
     releases: tuple[Releases, ...]
     adjacency: str
     horizon: int | None
     source: str                             # where the sensitivities come from
     notes: tuple[str, ...] = field(default_factory=tuple)
+    relation: str | None = field(default=None, kw_only=True)
+
+    def __post_init__(self) -> None:
+        require(self.relation is not None, "relation", None, "a neighbouring relation named by "
+                "the mechanism: 'replace_one' (one record replaced by any other) or "
+                "'add_remove' (one record added or removed); none is assumed")
+        if self.relation not in RELATIONS:
+            raise UnknownNameError("relation", self.relation, RELATIONS)
+        if self.relation == "add_remove":
+            wor = [r.message for r in self.releases if r.sampler == "without_replacement"]
+            require(not wor, "relation", self.relation, "replace_one for releases on batches "
+                    f"drawn without replacement ({wor[:1]}): their pair is accounted under "
+                    "replace-one only")
 
     @property
     def noises(self) -> set[str]:

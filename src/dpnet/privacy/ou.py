@@ -260,5 +260,6 @@ def dpp2_mechanism(problem, graph, iterations: int, alpha: float, noise_w, noise
              Releases("w-masked", "laplace", alpha * base, uw * decay)),
             adjacency=f"function (Definition 1, adjacency_radius = {adjacency:g})",
             horizon=iterations,
-            source=f"paper 004 Theorem 3's sensitivities, Mbar = {M:.6g}, d = {d}")))
+            source=f"paper 004 Theorem 3's sensitivities, Mbar = {M:.6g}, d = {d}",
+            relation="replace_one")))
     return groups

@@ -242,5 +242,6 @@ def xie_mechanism(which: str, problem, graph, iterations: int, eta: float, noise
                                                                     b * decay)),
             adjacency="function (f_i0 replaced, Assumption 7: ||grad f_i|| <= M)",
             horizon=iterations,
-            source=f"paper 000 appendix sensitivities with M = {M:.6g}, d = {d}, eta = {eta:g}")))
+            source=f"paper 000 appendix sensitivities with M = {M:.6g}, d = {d}, eta = {eta:g}",
+            relation="replace_one")))
     return groups

@@ -266,7 +266,8 @@ def _releases(alg, problem, iterations: int, L: float | None, count: int, why: s
     release = Releases("w_t + Lap(mu_t)", "laplace",
                        np.full(count, 2.0 * alg.alpha0 * math.sqrt(problem.dim) * L),
                        np.full(count, float(alg.noise_scale)))
-    return [(np.arange(n), Mechanism((release,), "record", int(iterations), why))]
+    return [(np.arange(n), Mechanism((release,), "record", int(iterations), why,
+                                         relation="replace_one"))]
 
 
 class DOLAOnTask(algorithms.DOLA):
