@@ -6,7 +6,7 @@ the old ``metric_samples=None``). The share is metrics seconds over steps second
 (``Result.timing``, wall time, one thread). The target: at most 10 % by default.
 
 * ``quadratic``: DGD on the synthetic quadratic, n = 20, d = 50, K = 300 (a problem without
-  records: a row is taken to cost one step);
+  records: a row is taken to cost two steps);
 * ``nonconvex``: DiaDSP on the synthetic nonconvex logistic problem, n = 20, K = 300;
 * ``logistic-full``: DGD on logistic regression, 20 agents x 1,600 records x 123 features
   (a9a's shape, random data), K = 300;

@@ -55,9 +55,9 @@ def test_auto_cadence_without_a_cost_logs_every_iteration_on_short_runs_and_500_
     assert log_cadence(7, 10_000) == 7
     with pytest.raises(ParameterError, match="log_every"):
         log_cadence("sometimes", 10)
-    # a problem without records: a row costs a step; 1,003 steps pay for 100.3 rows
+    # a problem without records: a row costs two steps; 1,003 steps pay for 50.15 rows
     res = dpnet.run(DiaDSP(0.1), PROBLEM, GRAPH, 2 * AUTO_LOG_ROWS + 3)
-    assert res.history["iteration"].tolist() == list(range(0, 1003, 11)) + [1003]
+    assert res.history["iteration"].tolist() == list(range(0, 1003, 21)) + [1003]
     assert log_cadence("auto", 100_000, 1.0) == 200         # the 500-row bound again
 
 
@@ -75,8 +75,8 @@ def test_metric_cost_ratio_counts_a_rows_records_over_a_steps():
     assert metric_cost_ratio(DPSGD(0.1, 1.0, sampling="fixed", batch_size=4), LOGISTIC) == 12.5
     # a batch larger than the local set reads the local set
     assert metric_cost_ratio(DSGD(0.1, batch_size=500), LOGISTIC) == 1.0
-    # no records declared: a row costs what a full-gradient step does
-    assert PROBLEM.records_per_agent() is None and metric_cost_ratio(DiaDSP(0.1), PROBLEM) == 1.0
+    # no records declared: a row costs two full-gradient steps (objective and gradient)
+    assert PROBLEM.records_per_agent() is None and metric_cost_ratio(DiaDSP(0.1), PROBLEM) == 2.0
 
 
 def test_auto_cadence_keeps_the_metrics_records_within_their_share_of_the_steps():

@@ -17,7 +17,7 @@ for a :class:`NeuralProblem` by default). The default cadence ``log_every="auto"
 0, every c-th iteration and the last, with c the smallest cadence at which those rows cost at
 most 10 % of the steps (and at least ``K // 500``: at most about 500 rows). A row's cost in steps
 is :func:`metric_cost_ratio`, the records it reads over the records a step reads: 1 for full
-gradients and for problems without records, ``N / (n q m)`` for DP-SGD at rate ``q``. So a
+gradients, ``N / (n q m)`` for DP-SGD at rate ``q``, 2 for problems without records. So a
 full-gradient run of 100 iterations logs 10 rows, a DP-SGD run at q = 0.01 of 400 iterations its
 first and last. ``Result.timing`` says how the wall time split between setup, steps, metrics and
 the privacy account (``benchmarks/bench_metrics.py`` measures the share).
@@ -265,16 +265,19 @@ class Metrics:
 AUTO_LOG_ROWS = 500
 #: and keeps the metrics' cost, estimated in records read, at most this share of the steps'
 METRIC_SHARE = 0.1
+#: a metrics row of a problem without records, in full-gradient steps: the objective and the
+#: gradient at xbar are two passes over every agent's terms where a step takes one (measured on
+#: the synthetic quadratic with DGD, the cheapest step: a row costs about two steps)
+RECORDLESS_ROW_COST = 2.0
 
 
 def metric_cost_ratio(algorithm: Algorithm, problem: Problem) -> float:
     """The records one metrics row reads over the records one step reads (all agents): 1 for a
     full-gradient algorithm on a finite-sum problem, ``N / (n q m)`` for Poisson-sampled DP-SGD.
-    1 for a problem without records: a row evaluates every agent's objective and gradient once,
-    as a full-gradient step does."""
+    :data:`RECORDLESS_ROW_COST` for a problem without records."""
     rows, m = problem.metric_records(), problem.records_per_agent()
     if rows is None or m is None:
-        return 1.0
+        return RECORDLESS_ROW_COST
     per_agent = algorithm.records_per_step(problem)
     per_agent = m if per_agent is None else min(float(m), per_agent)
     return rows / (problem.n_agents * per_agent)
