@@ -23,6 +23,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 bench: $(STAMP)
+	$(BIN)/python -m pip install -q -r benchmarks/requirements.txt
 	$(BIN)/python benchmarks/run_all.py
 
 lint: $(STAMP)

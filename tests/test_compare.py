@@ -284,7 +284,7 @@ def test_problem_37_starts_away_from_its_near_stationary_origin():
 def test_demo_ranks_its_algorithms_at_four_epsilons_beside_the_central_ceiling(tmp_path, capsys):
     from dpnet.cli import DEMO_ALGORITHMS
 
-    assert main(["demo", "--out", str(tmp_path)]) == 0
+    assert main(["demo", "--quick", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert all(f"epsilon = {e}:" in out for e in ("0.5", "1", "2", "4"))
     assert "best first" in out and " > " not in out      # ranks read as a list, not as a ">"

@@ -255,10 +255,17 @@ def _every_tenth(prefix: str):
     return log
 
 
+#: what ``compare --quick`` covers without ``--tasks``: the logistic task (a9a), every applicable
+#: algorithm, epsilon 1 and 4, 2 trials per method, short horizons, 2 seeds (about 2 minutes of
+#: one core; all four LIBSVM and synthetic tasks take about 6.5)
+QUICK_TASKS = ("logistic",)
+
+
 def cmd_compare(args, progress: bool = False) -> int:
     report.require_folder("--out", args.out)        # before minutes of work, not after
     _import_extensions(args.extensions)
-    tasks = _listed("--tasks", args.tasks) or list(compare.TASKS)
+    tasks = _listed("--tasks", args.tasks) or (list(QUICK_TASKS) if args.quick
+                                               else list(compare.TASKS))
     epsilons = _epsilons(args.epsilons) or ([1.0, 4.0] if args.quick else list(compare.EPSILONS))
     algs = _listed("--algorithms", args.algorithms)
     if args.audit < 0 or (args.audit_per_task is not None and args.audit_per_task < 1):
@@ -364,15 +371,19 @@ DEMO_ALGORITHMS = ("diadsp", "ppdc", "dpp2", "doadp", "dp_dda", "ldp_online", "d
 
 
 def cmd_demo(args) -> int:
-    """The answer to "which algorithm at my epsilon?" on one real dataset, in minutes."""
-    argv = ["--quick", "--tasks", "logistic", "--dataset", "mushrooms", "--algorithms",
-            ",".join(DEMO_ALGORITHMS), "--epsilons", "0.5,1,2,4", "--seeds", "0,1", "--tight",
-            "rdp", "--out", args.out]
+    """The answer to "which algorithm at my epsilon?" on one real dataset, in minutes: the full
+    protocol of ``dpnet compare`` (its horizons, its search, its default accountants) on
+    mushrooms for :data:`DEMO_ALGORITHMS` and two seeds, so its rows are the full leaderboard's
+    rows for those seeds; ``--quick`` (CI) shortens the horizons and the search."""
+    argv = [*(["--quick"] if args.quick else []), "--tasks", "logistic", "--dataset",
+            "mushrooms", "--algorithms", ",".join(DEMO_ALGORITHMS), "--epsilons", "0.5,1,2,4",
+            "--seeds", "0,1", "--tight", "none", "--out", args.out]
     compare_args = make_parser().parse_args(["compare", *argv, "--quiet"])   # every default
     compare_args.argv = argv
     print(f"dpnet demo: {len(DEMO_ALGORITHMS)} private algorithms calibrated to epsilon = 0.5, "
-          "1, 2, 4 on mushrooms, tuned and run over 2 seeds (a few minutes; cached runs are read "
-          "back)", flush=True)
+          "1, 2, 4 on mushrooms by their default accountants, tuned and run over 2 seeds "
+          f"({'short horizons, ' if args.quick else ''}a few minutes on one core; cached runs "
+          "are read back)", flush=True)
     return cmd_compare(compare_args, progress=True)
 
 
@@ -497,8 +508,9 @@ def make_parser() -> argparse.ArgumentParser:
                    help="accountant by name (dpnet list accountants; default: the algorithm's)")
     s.set_defaults(func=cmd_privacy, takes_extra=True)
     s = sub.add_parser("demo", help="the main job: which private algorithm is best at each "
-                       "epsilon, on the mushrooms dataset (a quick dpnet compare)")
+                       "epsilon, on the mushrooms dataset (dpnet compare's protocol)")
     s.add_argument("--out", default="demo-output")
+    s.add_argument("--quick", action="store_true", help="short horizons and search (CI)")
     s.set_defaults(func=cmd_demo)
     s = sub.add_parser("compare", help="calibrated privacy-utility leaderboard of the private "
                        "algorithms (each calibrated to every target epsilon and tuned the same "
@@ -522,7 +534,8 @@ def make_parser() -> argparse.ArgumentParser:
                    help="the tuning charge (epsilon_with_tuning) of the second rows too: every "
                         "configuration calibrated under their accountant (about 8x those "
                         "calibrations; without it those rows show none)")
-    s.add_argument("--quick", action="store_true", help="short horizons, 2 trials per method")
+    s.add_argument("--quick", action="store_true", help="short horizons, 2 trials per method, "
+                   "epsilon 1 and 4, 2 seeds; without --tasks the logistic task only")
     s.add_argument("--audit", type=int, default=0, metavar="RUNS",
                    help="audit the calibrated configurations with RUNS runs per adjacent "
                    "dataset, e.g. 4000 (default 0: no audit): every row the canary audit covers, "
