@@ -13,7 +13,8 @@ Cost of one logged row: ``consensus``, ``distance`` and the bits are O(n d) tens
 all-reduce in the distributed backend); ``objective`` and ``grad_norm_sq`` evaluate the global
 objective and its gradient at ``xbar`` once, a pass over the records the problem's metrics read
 (:meth:`Problem.metric_records`: every agent's for a finite-sum problem, a fixed sample of 2,048
-for a :class:`NeuralProblem` by default). The default cadence ``log_every="auto"`` logs iteration
+for a :class:`NeuralProblem` by default; counted once per pass, and the objective and the gradient
+are two passes unless the problem fuses them, as logistic regression does). The default cadence ``log_every="auto"`` logs iteration
 0, every c-th iteration and the last, with c the smallest cadence at which those rows cost at
 most 10 % of the steps (and at least ``K // 500``: at most about 500 rows). A row's cost in steps
 is :func:`metric_cost_ratio`, the records it reads over the records a step reads: 1 for full

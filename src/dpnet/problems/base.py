@@ -106,10 +106,17 @@ class Problem(Movable, ABC):
 
     def metric_records(self) -> int | None:
         """The records one metrics row of :func:`dpnet.run` reads (the global objective and
-        its gradient at the average iterate); None for a problem without records. The
-        runner's ``"auto"`` cadence compares it with the records a step reads."""
+        its gradient at the average iterate), counted once per pass: two passes over every
+        agent's records unless the problem fuses them in :meth:`loss_and_grad`; None for a
+        problem without records. The runner's ``"auto"`` cadence compares it with the records
+        a step reads."""
         m = self.records_per_agent()
-        return None if m is None else self.n_agents * m
+        return None if m is None else self.metric_passes() * self.n_agents * m
+
+    def metric_passes(self) -> int:
+        """Passes over the data of one :meth:`loss_and_grad`: 1 where a subclass fuses the
+        objective and the gradient, else 2."""
+        return 1 if type(self).loss_and_grad is not Problem.loss_and_grad else 2
 
     # -- derived ----------------------------------------------------------------------------
     def _agents(self, agents: np.ndarray | None) -> np.ndarray:

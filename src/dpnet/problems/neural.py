@@ -336,7 +336,8 @@ class NeuralProblem(Problem):
 
     def metric_records(self) -> int:
         total = self.n_agents * self.m
-        return total if self.metric_samples is None else min(total, self.metric_samples)
+        sample = total if self.metric_samples is None else min(total, self.metric_samples)
+        return self.metric_passes() * sample
 
     # -- evaluation -------------------------------------------------------------------------
     def _split(self, which, max_samples: int | None):
