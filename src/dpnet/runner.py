@@ -14,14 +14,15 @@ all-reduce in the distributed backend); ``objective`` and ``grad_norm_sq`` evalu
 objective and its gradient at ``xbar`` once, a pass over the records the problem's metrics read
 (:meth:`Problem.metric_records`: every agent's for a finite-sum problem, a fixed sample of 2,048
 for a :class:`NeuralProblem` by default; counted once per pass, and the objective and the gradient
-are two passes unless the problem fuses them, as logistic regression does). The default cadence ``log_every="auto"`` logs iteration
-0, every c-th iteration and the last, with c the smallest cadence at which those rows cost at
-most 10 % of the steps (and at least ``K // 500``: at most about 500 rows). A row's cost in steps
-is :func:`metric_cost_ratio`, the records it reads over the records a step reads: 1 for full
-gradients, ``N / (n q m)`` for DP-SGD at rate ``q``, 2 for problems without records. So a
-full-gradient run of 100 iterations logs 10 rows, a DP-SGD run at q = 0.01 of 400 iterations its
-first and last. ``Result.timing`` says how the wall time split between setup, steps, metrics and
-the privacy account (``benchmarks/bench_metrics.py`` measures the share).
+are two passes unless the problem fuses them, as logistic regression does). The default cadence
+``log_every="auto"`` logs iteration 0, every c-th iteration and the last, with c the smallest
+cadence at which those rows cost at most 10 % of the steps (and at least ``K // 500``: at most
+about 500 rows). A row's cost in steps is :func:`metric_cost_ratio`, the records it reads over
+the records a step reads: 1 for full gradients of logistic regression, ``N / (n q m)`` for DP-SGD
+at rate ``q``, 2 for problems without records. So a full-gradient logistic run of 100 iterations
+logs 10 rows, a DP-SGD run at q = 0.01 of 400 iterations its first and last.
+``Result.timing`` says how the wall time split between setup, steps, metrics and the privacy
+account (``benchmarks/bench_metrics.py`` measures the share).
 
 A non-finite value in any state tensor stops the run at once with :class:`NonFiniteError` naming
 the iteration and the variable.
