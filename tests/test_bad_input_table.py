@@ -145,6 +145,21 @@ def test_compare_epsilons(capsys, tmp_path, value):
                "--epsilons=")
 
 
+@pytest.mark.parametrize("option, value, repeated", [
+    ("--algorithms", "dp_sgd,dp_sgd", "dp_sgd"), ("--epsilons", "1,1.0", "1.0"),
+    ("--tasks", "logistic,logistic", "logistic"), ("--seeds", "0,0", None)])
+def test_compare_refuses_a_repeated_item(capsys, tmp_path, option, value, repeated):
+    err = _cli_error(capsys, ["compare", "--quick", option, value, "--out", str(tmp_path)],
+                     f"{option}=")
+    assert repeated is None or f"{repeated} repeated" in err
+
+
+def test_compare_refuses_a_dataset_no_chosen_task_reads(capsys, tmp_path):
+    err = _cli_error(capsys, ["compare", "--quick", "--tasks", "nonconvex", "--dataset", "nosuch",
+                              "--out", str(tmp_path)], "--dataset=", "nosuch")
+    assert "logistic" in err and "nonconvex read none" in err
+
+
 @pytest.mark.parametrize("argv, name", [(["--noise-factor", "-1"], "--noise-factor"),
                                         (["--noise-factor", "0"], "--noise-factor"),
                                         (["--repetitions", "0"], "--repetitions"),

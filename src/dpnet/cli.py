@@ -228,7 +228,17 @@ def _listed(option: str, text: str | None) -> list[str] | None:
     items = [s.strip() for s in text.split(",")]
     if not all(items):
         raise ParameterError(option, text, "a comma-separated list of non-empty items")
+    _once(option, text, items)
     return items
+
+
+def _once(option: str, text: str, items: list) -> None:
+    """Each item at most once: a repeated one would run again and count twice (four identical
+    rows each claiming four seeds from one)."""
+    repeated = sorted({str(v) for v in items if items.count(v) > 1})
+    if repeated:
+        raise ParameterError(option, text, f"each item at most once ({', '.join(repeated)} "
+                             "repeated)")
 
 
 def _epsilons(text: str | None) -> list[float] | None:
@@ -241,6 +251,7 @@ def _epsilons(text: str | None) -> list[float] | None:
         values = []
     if not values or not all(0 < v < float("inf") for v in values):
         raise ParameterError("--epsilons", text, "targets 0 < epsilon < inf, e.g. 0.5,1,2,4")
+    _once("--epsilons", text, values)       # 1,1.0 too
     return values
 
 
@@ -268,6 +279,11 @@ def cmd_compare(args, progress: bool = False) -> int:
                                                else list(compare.TASKS))
     epsilons = _epsilons(args.epsilons) or ([1.0, 4.0] if args.quick else list(compare.EPSILONS))
     algs = _listed("--algorithms", args.algorithms)
+    if args.dataset is not None and args.audit_csv is None:
+        readers = [t for t in compare.TASKS if compare.task_spec(t).reads_dataset]
+        if not set(readers) & set(tasks):
+            raise ParameterError("--dataset", args.dataset, f"a task that reads a dataset "
+                                 f"({', '.join(readers)}); {', '.join(tasks)} read none")
     if args.audit < 0 or (args.audit_per_task is not None and args.audit_per_task < 1):
         raise ParameterError("--audit", args.audit, "a number of runs >= 0 (--audit-per-task "
                              ">= 1)")

@@ -118,7 +118,8 @@ tasks.register(tasks.TaskSpec(
     "10 agents (the logistic task's data and split), over two random strongly connected digraphs "
     "G_R, G_C (random_digraph(10, p = 0.3, seed = 0): a Hamiltonian cycle plus each arc w.p. 0.3, "
     "drawn independently; R rows and C columns sum to 1, neither doubly stochastic)",
-    "suboptimality f(xbar_K) - f*", 400, 80, _directed_logistic, dataset="a9a"))
+    "suboptimality f(xbar_K) - f*", 400, 80, _directed_logistic, dataset="a9a",
+    reads_dataset=True))
 
 
 # -- when the mappings hold -------------------------------------------------------------------

@@ -196,6 +196,7 @@ tasks.register(tasks.TaskSpec(
     "at step t agent i's loss is its t-th training record's, each record used once; 10 agents, "
     "circulant graph (offsets 1, 2); horizon min(1953, m) (quick min(200, m))",
     "suboptimality f(xbar_K) - f* of the batch objective", 1953, 200, _stream, dataset="a9a",
+    reads_dataset=True,
     relation="one record of one agent's stream replaced by any record with feature norm <= R = "
              "1; each record enters exactly one step, so its per-record gradient moves by at "
              "most 2R in l2 (2 sqrt(D) R in l1) at that step only", finite_sum=False))

@@ -53,6 +53,8 @@ class TaskSpec:
     #: the horizons every method's search tries, as fractions of its base horizon (the task's
     #: ``horizon``, or a trial's ``epochs`` over its batch)
     horizons: tuple[float, ...] = (0.25, 1.0)
+    #: whether ``--dataset`` names its data (a LIBSVM dataset); a command-line check only
+    reads_dataset: bool = dataclasses.field(default=False, metadata=PROSE)
 
     @property
     def privacy_unit(self) -> str:
@@ -225,7 +227,8 @@ def _nonconvex(spec: TaskSpec, dataset: str | None) -> Task:
 
 register(TaskSpec("logistic", "l2-regularised logistic regression (lambda = 1e-3) on LIBSVM "
                   "{dataset}, 10 agents, circulant graph (offsets 1, 2)",
-                  "suboptimality f(xbar_K) - f*", 400, 80, _logistic, dataset="a9a"))
+                  "suboptimality f(xbar_K) - f*", 400, 80, _logistic, dataset="a9a",
+                  reads_dataset=True))
 register(TaskSpec("nonconvex", "paper 000's nonconvex logistic problem (37) (m = 200, d = 10, "
                   "lambda = 1e-3, alpha = 1), 10 agents, circulant graph",
                   "||grad f(xbar_K)||^2", 400, 80, _nonconvex))
