@@ -17,6 +17,7 @@ import importlib
 import importlib.util
 import inspect
 import json
+import math
 import os
 import sys
 import warnings
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from . import algorithms, compression, distributed, graphs, problems
-from .errors import DPNetError, ParameterError, UnknownNameError, positive_int
+from .errors import DPNetError, ParameterError, UnknownNameError, positive_int, require
 from .lab import audit, compare, config, report, reproduce, store, sweep
 from .privacy import accountants
 from .privacy.assumptions import ASSUMPTIONS
@@ -137,6 +138,9 @@ def cmd_privacy(args, extra: list[str]) -> int:
     iterations = params.pop("iterations", None)
     if iterations is not None:
         iterations = positive_int("--iterations", iterations)
+    records = params.pop("records_per_agent", None)
+    records = None if records is None else positive_int("--records-per-agent", records)
+    epochs = params.pop("epochs", None)
     graph_name = params.pop("graph", "ring")
     cls = algorithms.get(args.name)
     accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
@@ -145,7 +149,8 @@ def cmd_privacy(args, extra: list[str]) -> int:
     constants = {k: params.pop(k) for k in list(params) if k not in constructor_like}
     options = {o for a in accountants.ACCOUNTANTS.values()
                if a.generic or issubclass(cls, a.cls) for o in a.options}
-    known = {*accepted, *ASSUMPTIONS, *options, "agents", "dim", "iterations", "graph"}
+    known = {*accepted, *ASSUMPTIONS, *options, "agents", "dim", "iterations", "graph",
+             "records_per_agent", "epochs"}
     for key in constants:
         if key not in known:
             raise UnknownNameError(f"dpnet privacy {args.name} parameter",
@@ -153,7 +158,9 @@ def cmd_privacy(args, extra: list[str]) -> int:
                                    [f"--{k.replace('_', '-')}" for k in known])
     smooth = float(constants.get("smoothness", float("inf")))
     alg = config.algorithm_from_flags(args.name, params)
-    problem = problems.ProblemConstants(n, d, smooth)
+    problem = problems.ProblemConstants(n, d, smooth, records_per_agent=records)
+    if epochs is not None:
+        iterations = _epoch_steps(alg, problem, epochs, iterations)
     graph = graphs.from_spec({"name": graph_name, "n": n})
     if "smoothness" in constants and constants["smoothness"] == float("inf"):
         constants.pop("smoothness")
@@ -162,6 +169,20 @@ def cmd_privacy(args, extra: list[str]) -> int:
     print(f"{alg}")
     print(guarantee)
     return 0
+
+
+def _epoch_steps(alg, problem, epochs, iterations) -> int:
+    """``--epochs E``: the steps of E passes over each agent's ``m`` records at the algorithm's
+    expected batch, ``ceil(E m / batch)`` (DP-SGD at rate q: ``ceil(E / q)``)."""
+    require(iterations is None, "--epochs", epochs, "either --epochs or --iterations, not both")
+    e = float(epochs)
+    require(0 < e < float("inf"), "--epochs", epochs, "0 < epochs < inf")
+    m = problem.records_per_agent()
+    require(m is not None, "--epochs", epochs, "--records-per-agent M (an epoch is m records)")
+    batch = alg.records_per_step(problem)
+    require(batch is not None, "--epochs", epochs, f"an algorithm that samples a batch "
+            f"({alg.name} reads every record at every step: give --iterations)")
+    return max(1, math.ceil(e * m / batch - 1e-9))
 
 
 def cmd_reproduce(args) -> int:

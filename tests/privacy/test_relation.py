@@ -117,3 +117,22 @@ def test_dp_sgd_add_or_remove_is_poisson_only_and_an_unknown_relation_is_named()
     g = DPSGD(0.1, Z, clip=C, rate=Q).privacy(PROBLEM, GRAPH, T, accountant="rdp", delta=1e-5,
                                               relation="add_remove")
     assert any("add-or-remove" in a for a in g.assumptions)
+
+
+def test_dpnet_privacy_accounts_dp_sgd_from_its_records_rate_and_epochs(capsys):
+    from dpnet.cli import main
+
+    argv = ["privacy", "dp_sgd", "--lr", "0.1", "--noise-multiplier", str(Z), "--rate", str(Q),
+            "--records-per-agent", str(M), "--delta", "1e-5"]
+    # 3 epochs at rate 0.05: 60 steps, under each relation; the printed epsilon is the library's
+    for relation in ("replace_one", "add_remove"):
+        assert main([*argv, "--epochs", "3", "--relation", relation]) == 0
+        out = capsys.readouterr().out
+        want = DPSGD(0.1, Z, clip=C, rate=Q).privacy(PROBLEM, GRAPH, T, accountant="pld",
+                                                     delta=1e-5, relation=relation)
+        assert f"epsilon={want.epsilon:g}," in out and f"over {T} iterations" in out
+    assert main([*argv, "--epochs", "3", "--iterations", "60"]) == 2
+    assert "--epochs" in capsys.readouterr().err
+    assert main(["privacy", "dp_sgd", "--lr", "0.1", "--noise-multiplier", "1", "--rate", "0.1",
+                 "--epochs", "1", "--delta", "1e-5"]) == 2
+    assert "--records-per-agent" in capsys.readouterr().err

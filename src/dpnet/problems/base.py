@@ -25,7 +25,7 @@ from typing import Any, Self
 import numpy as np
 import torch
 
-from ..errors import ParameterError, require
+from ..errors import ParameterError, positive_int, require
 from ..rng import Streams
 
 
@@ -332,12 +332,19 @@ class ProblemConstants:
     name = "constants"
 
     def __init__(self, n_agents: int, dim: int, smoothness: float = float("inf"),
-                 gradient_bound: float | None = None) -> None:
+                 gradient_bound: float | None = None,
+                 records_per_agent: int | None = None) -> None:
         require(n_agents >= 1, "n_agents", n_agents, "n_agents >= 1")
         require(dim >= 1, "dim", dim, "dim >= 1")
         self.n_agents, self.dim = int(n_agents), int(dim)
         self.smoothness = float(smoothness)
         self._M = gradient_bound
+        if records_per_agent is not None:   # m: what per-record accountants read (rates B/m)
+            self.m = positive_int("records_per_agent", records_per_agent)
+            self.supports_clip = True
+
+    def records_per_agent(self) -> int | None:
+        return getattr(self, "m", None)
 
     def gradient_bound(self) -> float | None:
         return self._M
