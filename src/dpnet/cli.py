@@ -288,8 +288,8 @@ def _every_tenth(prefix: str):
 
 
 #: what ``compare --quick`` covers without ``--tasks``: the logistic task (a9a), every applicable
-#: algorithm, epsilon 1 and 4, 2 trials per method, short horizons, 2 seeds (about 2 minutes of
-#: one core; all four LIBSVM and synthetic tasks take about 6.5)
+#: algorithm, epsilon 1 and 4, 2 trials per method, short horizons, 2 seeds (276 s of one core
+#: measured from an empty cache; the four LIBSVM and synthetic tasks 387 s; benchmarks/RESULTS.md)
 QUICK_TASKS = ("logistic",)
 
 
