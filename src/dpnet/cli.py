@@ -288,8 +288,9 @@ def _every_tenth(prefix: str):
 
 
 #: what ``compare --quick`` covers without ``--tasks``: the logistic task (a9a), every applicable
-#: algorithm, epsilon 1 and 4, 2 trials per method, short horizons, 2 seeds (276 s of one core
-#: measured from an empty cache; the four LIBSVM and synthetic tasks 387 s; benchmarks/RESULTS.md)
+#: algorithm, epsilon 1 and 4, 2 trials per method, short horizons, 2 seeds (280 s wall on the
+#: quiet machine from an empty cache; the four LIBSVM and synthetic tasks 387 s of CPU beside
+#: another job; benchmarks/RESULTS.md)
 QUICK_TASKS = ("logistic",)
 
 
