@@ -139,7 +139,7 @@ def account(alg: DPSGD, problem, graph, iterations, assumptions, method: str,
             relation: str = "replace_one") -> PrivacyGuarantee:
     """The guarantee of T DP-SGD-like steps whose agent i adds noise of multiplier
     ``multipliers[i]`` (default: the algorithm's own for every agent) to its clipped sum, under
-    ``relation`` (:data:`dpnet.privacy.dp_sgd.RELATIONS`)."""
+    ``relation`` (:data:`dpnet.privacy.dp_accounting_bridge.RELATIONS`)."""
     if alg.noise_multiplier == 0:
         return PrivacyGuarantee.none(f"{alg.name} with noise multiplier 0 adds no noise",
                                      iterations)

@@ -256,28 +256,27 @@ def laplace_accountant(algorithm, problem, graph, iterations, assumptions) -> Pr
                       "basic composition of Laplace mechanisms", 0.0)
 
 
-def _replace_one_sampled(mech: Mechanism) -> bool:
-    """Whether the mechanism's relation matters to its account: Poisson-subsampled releases
-    under replace-one (for releases on the whole data the two relations give the same pair
-    at the stated shift)."""
+def _relation(mech: Mechanism) -> str:
+    """The dp-accounting relation a mechanism's events are built for: ``"replace_one"`` where
+    it has Poisson-subsampled releases under replace-one, else ``"add_remove"`` (for releases
+    on the whole data the two relations give the same pair at the stated shift)."""
     sampled = [r for r in mech.releases if r.sampler == "poisson" and r.sampling < 1.0]
     if mech.relation != "replace_one" or not sampled:
-        return False
+        return "add_remove"
     laplace = [r.message for r in mech.releases if r.noise != "gaussian"]
     if laplace:
         raise ParameterError("mechanism", laplace[0], "Gaussian releases only where a "
                              "Poisson-subsampled release is accounted under replace_one "
                              "(dp-accounting has no replace-one event for subsampled Laplace)")
-    return True
+    return "replace_one"
 
 
-def _dp_events(mech: Mechanism) -> list:
-    """dp-accounting events of a mechanism, identical releases grouped by self-composition.
-    Under replace-one with Poisson-subsampled releases (:func:`_replace_one_sampled`) the
-    events are for dp-accounting's ``REPLACE_ONE`` relation, whose Gaussian multiplier is taken
-    against half the shift (a record's term of norm at most ``sensitivity / 2``)."""
+def _dp_events(mech: Mechanism, relation: str) -> list:
+    """dp-accounting events of a mechanism for ``relation`` (:func:`_relation`), identical
+    releases grouped by self-composition. dp-accounting's ``REPLACE_ONE`` takes a Gaussian's
+    multiplier against half the shift (a record's term of norm at most ``sensitivity / 2``)."""
     dpa = bridge.events()
-    half = 2.0 if _replace_one_sampled(mech) else 1.0
+    half = 2.0 if relation == "replace_one" else 1.0
     events = []
     for r in mech.releases:
         values, counts = np.unique(r.multipliers, return_counts=True)
@@ -294,17 +293,12 @@ def _dp_events(mech: Mechanism) -> list:
     return events
 
 
-def _relation(mech: Mechanism) -> str:
-    """The dp-accounting relation the events of :func:`_dp_events` are for."""
-    return "replace_one" if _replace_one_sampled(mech) else "add_remove"
-
-
-def _events_rdp(mech: Mechanism, events: list, orders: np.ndarray) -> np.ndarray:
+def _events_rdp(events: list, relation: str, orders: np.ndarray) -> np.ndarray:
     """RDP of the events at ``orders``. dp-accounting's RDP has no Poisson replace-one event:
     there each subsampled Gaussian step takes :func:`dp_sgd.poisson_step_rdp` (the pair's own
     divergence or the group-of-two bound, whichever is smaller)."""
     dpa = bridge.events()
-    if _relation(mech) == "add_remove":
+    if relation == "add_remove":
         return bridge.rdp_curve(dpa.ComposedDpEvent(events), orders)
     total = np.zeros(orders.shape)
     for ev in events:
@@ -376,25 +370,27 @@ def _mechanism_rdp(mech: Mechanism, orders) -> np.ndarray:
         return sum((c * without_replacement.rdp_curve(m, g, a) for m, c, g in parts),
                    np.zeros(a.shape))
     dpa = bridge.events()
-    events = _dp_events(mech)
+    relation = _relation(mech)
+    events = _dp_events(mech, relation)
     if any(isinstance(e, dpa.NonPrivateDpEvent) for e in events):
         return np.full(a.shape, np.inf)
-    return _events_rdp(mech, events, a) if events else np.zeros(a.shape)
+    return _events_rdp(events, relation, a) if events else np.zeros(a.shape)
 
 
 def _dp_accounting_epsilon(mech: Mechanism, delta: float, kind: str) -> float:
     if any(r.sampler == "without_replacement" for r in mech.releases):
         return _without_replacement_epsilon(mech, delta, kind)
     dpa = bridge.events()
-    events = _dp_events(mech)
+    relation = _relation(mech)
+    events = _dp_events(mech, relation)
     if not events:
         return 0.0
     if any(isinstance(e, dpa.NonPrivateDpEvent) for e in events):
         return math.inf
-    if _relation(mech) == "add_remove":
+    if relation == "add_remove":
         rdp_eps = bridge.rdp_epsilon(dpa.ComposedDpEvent(events), delta)
     else:
-        rdp_eps = bridge.rdp_epsilon_of_curve(lambda o: _events_rdp(mech, events, o), delta,
+        rdp_eps = bridge.rdp_epsilon_of_curve(lambda o: _events_rdp(events, relation, o), delta,
                                               extend_orders=False)
     pure = _pure_epsilon(mech)
     if kind == "rdp" or min(rdp_eps, pure) > PLD_CEILING:
@@ -405,7 +401,7 @@ def _dp_accounting_epsilon(mech: Mechanism, delta: float, kind: str) -> float:
     # points (an out-of-memory kill, not an error). Coarsen the pessimistic grid with the RDP
     # epsilon (the PLD's is below it): the account stays an upper bound, a little looser.
     interval = max(1e-4, min(rdp_eps, pure) / 2e4)
-    return min(bridge.pld_epsilon(dpa.ComposedDpEvent(events), delta, interval, _relation(mech)),
+    return min(bridge.pld_epsilon(dpa.ComposedDpEvent(events), delta, interval, relation),
                rdp_eps, pure)
 
 

@@ -40,8 +40,6 @@ from . import dp_accounting_bridge as bridge
 from . import poisson_replace_one, without_replacement
 
 METHODS = ("pld", "rdp")
-#: the neighbouring relations DP-SGD is accounted under (replace-one: the leaderboard's)
-RELATIONS = ("replace_one", "add_remove")
 
 
 def step_event(noise_multiplier: float, rate: float):
@@ -52,10 +50,10 @@ def step_event(noise_multiplier: float, rate: float):
 
 
 def check_relation(relation: str, sampler: str) -> None:
-    """``relation`` names one of :data:`RELATIONS`; add-or-remove needs Poisson batches (a batch
-    of fixed size cannot gain or lose a record)."""
-    if relation not in RELATIONS:
-        raise UnknownNameError("relation", relation, RELATIONS)
+    """``relation`` names one of :data:`bridge.RELATIONS` (replace-one: the leaderboard's);
+    add-or-remove needs Poisson batches (a batch of fixed size cannot gain or lose a record)."""
+    if relation not in bridge.RELATIONS:
+        raise UnknownNameError("relation", relation, bridge.RELATIONS)
     require(relation == "replace_one" or sampler == "poisson", "relation", relation,
             "replace_one with sampling='fixed' (a fixed-size batch is replace-one only)")
 

@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import UnknownNameError, require
+from .dp_accounting_bridge import RELATIONS
 
 #: how a release's batch is drawn
 RELEASE_SAMPLERS = ("poisson", "without_replacement")
-#: the neighbouring relations a mechanism is described under (dp-accounting's names, lower case)
-RELATIONS = ("replace_one", "add_remove")
 
 
 def _array(name: str, value) -> np.ndarray:
@@ -89,9 +88,9 @@ class Releases:
 @dataclass(frozen=True)
 class Mechanism:
     """Everything one protected agent's data influences, under one neighbouring relation:
-    ``relation`` (one of :data:`RELATIONS`, required: the accountants interpret subsampled
-    releases by it) and ``adjacency``, what a neighbour is in words (one record of agent i
-    replaced, agent i's function replaced, ...)."""
+    ``relation`` (one of :data:`~dpnet.privacy.dp_accounting_bridge.RELATIONS`, required: the
+    accountants interpret subsampled releases by it) and ``adjacency``, what a neighbour is in
+    words (one record of agent i replaced, agent i's function replaced, ...)."""
 
     releases: tuple[Releases, ...]
     adjacency: str

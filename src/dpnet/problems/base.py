@@ -100,8 +100,9 @@ class Problem(Movable, ABC):
         return self.grad(X, agents)
 
     def records_per_agent(self) -> int | None:
-        """``m``, the records each agent holds (None: a problem without records, whose
-        gradients and metrics cost O(d) per agent)."""
+        """``m``, the records each agent holds; None for a problem that declares none (its
+        metrics row is counted as :data:`dpnet.runner.RECORDLESS_ROW_COST` steps). Not read
+        from an attribute ``m``: :class:`SinCos` names a parameter vector so."""
         return None
 
     def metric_records(self) -> int | None:
