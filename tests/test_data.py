@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from dpnet import data
-from dpnet.errors import ParameterError
+from dpnet.errors import ParameterError, UnknownNameError
 
 FIX = Path(__file__).parent / "data"
 REAL = Path(os.environ.get("DPNET_DATA", "/nonexistent"))
@@ -140,8 +140,8 @@ def test_split_even_and_by_label():
     assert min(len(np.unique(labels[p])) for p in even) >= 5
     with pytest.raises(ParameterError):
         data.split_even(5, 10)
-    with pytest.raises(ParameterError):
-        data.partition(labels, 10, how="dirichlet")
+    with pytest.raises(UnknownNameError, match="dirichlet"):
+        data.partition(labels, 10, how="dirichet")
 
 
 @needs_real

@@ -28,6 +28,7 @@ LAYERS = (
     ("noise", "compression"),
     ("graphs",),
     ("network",),
+    ("partitions",),
     ("data", "models"),
     ("problems",),
     ("privacy",),

@@ -28,9 +28,9 @@ When a file is absent and the machine is online, it is downloaded from its offic
 the root (``download=None`` tries, ``False`` never does); offline, the error says which file to
 put where. Nothing is downloaded at import time.
 
-Partitioning: :func:`split_even` (the papers' random even split) and :func:`split_by_label`
-(non-i.i.d.: sort by label, cut into shards, give each agent ``shards_per_agent`` of them, the
-scheme of McMahan et al. 2017).
+Partitioning over agents lives in :mod:`dpnet.partitions` (re-exported here): the papers' even
+split, i.i.d., label shards, Dirichlet label skew, quantity skew and given sizes, each returning a
+:class:`~dpnet.partitions.Partition` with its sizes and label histograms.
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import DPNetError, ParameterError, positive_int, require
+from .errors import DPNetError, ParameterError, require
+from .partitions import PARTITIONERS, Partition, partition, split_by_label, split_even  # noqa: F401
 from .registry import Registry
 
 ENV = "DPNET_DATA"
@@ -554,51 +555,6 @@ def _extract_cifar(archive: Path) -> Path:
                    if m.isfile() and m.name.startswith("cifar-10-batches-py/")]
         tf.extractall(target, members=members, filter="data")
     return target / "cifar-10-batches-py"
-
-
-# ---- partitions --------------------------------------------------------------------------------
-
-def split_even(n_samples: int, n_agents: int, seed: int = 0, shuffle: bool = True) -> np.ndarray:
-    """``(n_agents, m)`` sample indices, ``m = n_samples // n_agents``: a uniformly random
-    permutation cut into equal blocks (the papers' "randomly and evenly distributed"); the last
-    ``n_samples mod n_agents`` samples of the permutation are dropped."""
-    n = positive_int("n_agents", n_agents)
-    N = positive_int("n_samples", n_samples)
-    m = N // n
-    require(m >= 1, "n_agents", n, f"at most {N} agents for {N} samples")
-    order = np.random.default_rng(seed).permutation(N) if shuffle else np.arange(N)
-    return order[: m * n].reshape(n, m)
-
-
-def split_by_label(labels: np.ndarray, n_agents: int, shards_per_agent: int = 2,
-                   seed: int = 0) -> np.ndarray:
-    """Non-i.i.d. split: samples sorted by label (random order within a label) are cut into
-    ``n_agents * shards_per_agent`` equal shards and each agent gets ``shards_per_agent`` shards
-    drawn at random; with 10 classes and 2 shards, most agents see only two labels."""
-    y = np.asarray(labels)
-    n = positive_int("n_agents", n_agents)
-    s = positive_int("shards_per_agent", shards_per_agent)
-    n_shards = n * s
-    size = y.size // n_shards
-    require(size >= 1, "n_agents", n, f"n_agents * shards_per_agent <= {y.size} samples")
-    rng = np.random.default_rng(seed)
-    order = np.lexsort((rng.random(y.size), y))  # by label, random within a label
-    shards = order[: n_shards * size].reshape(n_shards, size)
-    assign = rng.permutation(n_shards).reshape(n, s)
-    return shards[assign].reshape(n, s * size)
-
-
-def partition(n_samples_or_labels, n_agents: int, how: str = "even", seed: int = 0,
-              **kw) -> np.ndarray:
-    """``how="even"`` (:func:`split_even`, first argument the sample count or the labels) or
-    ``"label"`` (:func:`split_by_label`, first argument the labels)."""
-    if how == "even":
-        arg = n_samples_or_labels
-        N = int(arg) if np.ndim(arg) == 0 else len(arg)
-        return split_even(N, n_agents, seed, **kw)
-    if how == "label":
-        return split_by_label(np.asarray(n_samples_or_labels), n_agents, seed=seed, **kw)
-    raise ParameterError("how", how, "'even' or 'label'")
 
 
 def decompress_bz2(src: str | Path, dest: str | Path) -> Path:

@@ -422,7 +422,7 @@ class NeuralProblem(Problem):
         papers' setting) or ``"label"`` (non-i.i.d., :func:`dpnet.data.split_by_label`).
         ``agents``: keep only these agents' samples (one rank's partition; the split itself is
         the same on every rank, drawn from ``seed``)."""
-        parts = partition(train.y, n_agents, how=how, seed=seed)
+        parts = partition(train.y, n_agents, how=how, seed=seed).stacked()
         t = None if test is None else (test.X, test.y)
         problem = cls(model, train.X, train.y, parts, test=t, transform=transform, **kw)
         return problem if agents is None else problem.restrict(agents)
