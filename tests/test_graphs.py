@@ -301,3 +301,25 @@ def test_constructor_bad_inputs(call, name):
     with pytest.raises(ParameterError) as err:
         call()
     assert err.value.name == name
+
+
+def test_watts_strogatz_lattice_rewiring_and_networkx_law():
+    lattice = graphs.watts_strogatz(12, k=4, p=0.0)
+    np.testing.assert_array_equal(lattice.W, graphs.circulant(12, offsets=(1, 2)).W)
+    g = graphs.watts_strogatz(30, k=4, p=0.3, seed=2)
+    A = (g.W != 0) & ~np.eye(30, dtype=bool)
+    assert A.sum() // 2 == 30 * 4 // 2                     # rewiring keeps the edge count
+    np.testing.assert_allclose(g.W.sum(1), 1.0)            # Metropolis weights: stochastic
+    # the share of rewired lattice edges matches networkx's law (each edge w.p. p)
+    ours, theirs = [], []
+    lattice_edges = {(u, (u + j) % 30) for u in range(30) for j in (1, 2)}
+    lattice_edges = {tuple(sorted(e)) for e in lattice_edges}
+    for s in range(40):
+        A = (graphs.watts_strogatz(30, k=4, p=0.3, seed=s).W != 0)
+        ours.append(sum(not A[u, v] for u, v in lattice_edges) / len(lattice_edges))
+        G = nx.connected_watts_strogatz_graph(30, 4, 0.3, seed=s)
+        theirs.append(sum(not G.has_edge(u, v) for u, v in lattice_edges) / len(lattice_edges))
+    assert abs(np.mean(ours) - np.mean(theirs)) < 0.03
+    with pytest.raises(ParameterError, match="even number"):
+        graphs.watts_strogatz(10, k=3)
+    assert graphs.from_spec({"name": "watts_strogatz", "n": 10, "k": 4, "p": 0.2}).n == 10

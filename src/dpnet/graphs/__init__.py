@@ -31,6 +31,7 @@ from .undirected import (
     path,
     ring,
     star,
+    watts_strogatz,
     weights_from_adjacency,
 )
 
@@ -38,5 +39,5 @@ __all__ = [
     "CONSTRUCTORS", "CWZ_FIG1_C_EDGES", "CWZ_FIG1_R_EDGES", "DENSE_MAX", "DirectedGraph", "Graph",
     "circulant", "complete", "cwz_fig1", "digraph", "directed_ring", "erdos_renyi",
     "from_edge_lists", "from_edges", "from_networkx", "from_spec", "from_weights", "geometric",
-    "grid", "path", "random_digraph", "ring", "star", "weights_from_adjacency",
+    "grid", "path", "random_digraph", "ring", "star", "watts_strogatz", "weights_from_adjacency",
 ]

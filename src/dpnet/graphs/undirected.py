@@ -24,7 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import ParameterError, UnknownNameError, positive_int, require
-from ..registry import Registry
+from ..registry import Registry, resolve
 from .base import Graph
 
 if TYPE_CHECKING:   # networkx, scipy.spatial and csgraph are imported where used (import time)
@@ -229,6 +229,42 @@ def geometric(n: int, radius: float, seed: int = 0, weights: Any = "metropolis")
     return g
 
 
+def watts_strogatz(n: int, k: int = 4, p: float = 0.1, seed: int = 0,
+                   weights: Any = "metropolis") -> Graph:
+    """Watts & Strogatz (1998) small world, redrawn until connected (networkx's
+    ``connected_watts_strogatz_graph``): the ring lattice where each agent links to its ``k/2``
+    nearest neighbours on each side, then each lattice edge ``(u, u + j)`` (u in order, j = 1 ..
+    k/2) is rewired with probability ``p`` to ``(u, w)``, w uniform among the agents that are
+    neither u nor already its neighbours. The edge count stays ``n k / 2``; ``p = 0`` is the
+    lattice (``circulant(n, offsets=range(1, k/2 + 1))``)."""
+    n = _check_n(n, 3)
+    k = positive_int("k", k)
+    require(k % 2 == 0 and 2 <= k < n, "k", k, f"an even number of neighbours in [2, n = {n})")
+    require(0 <= p <= 1, "p", p, "0 <= p <= 1")
+
+    def draw(rng):
+        nbrs = [set() for _ in range(n)]
+        for u in range(n):
+            for j in range(1, k // 2 + 1):
+                nbrs[u].add((u + j) % n)
+                nbrs[(u + j) % n].add(u)
+        for j in range(1, k // 2 + 1):     # networkx's order: by offset, then by agent
+            for u in range(n):
+                v = (u + j) % n
+                if rng.random() < p and len(nbrs[u]) < n - 1:
+                    free = np.setdiff1d(np.arange(n), [u, *nbrs[u]])
+                    w = int(free[rng.integers(free.size)])
+                    nbrs[u].discard(v)
+                    nbrs[v].discard(u)
+                    nbrs[u].add(w)
+                    nbrs[w].add(u)
+        r = np.array([u for u in range(n) for v in nbrs[u] if u < v], dtype=np.int64)
+        c = np.array([v for u in range(n) for v in nbrs[u] if u < v], dtype=np.int64)
+        return _symmetric_support(n, r, c)
+
+    return _redraw(n, seed, f"watts_strogatz({n}, k={k}, p={p:g})", draw, weights)
+
+
 def _edge_array(n: int, edges: Iterable[tuple[int, int]], what: str = "edge") -> np.ndarray:
     """(m, 2) int array of edges, each checked ``0 <= i != j < n``."""
     E = np.asarray(list(edges) if not isinstance(edges, np.ndarray) else edges, dtype=np.int64)
@@ -288,14 +324,21 @@ def from_networkx(G: nx.Graph, weights: Any = "metropolis", weight_attr: str = "
 
 #: the named graph constructors of a configuration's ``[graph]`` table
 CONSTRUCTORS: Registry = Registry("graph", "dpnet.graphs")
-for _fn in (ring, circulant, complete, star, path, grid, erdos_renyi, geometric):
+for _fn in (ring, circulant, complete, star, path, grid, erdos_renyi, geometric,
+            watts_strogatz):
     CONSTRUCTORS.register(_fn.__name__, _fn)
 
 
 def from_spec(spec: dict) -> Graph:
-    """Build a graph from a config table ``{"name": "ring", "n": 6, ...}``."""
+    """Build a graph from a config table ``{"name": "ring", "n": 6, ...}``, or by a user's
+    factory: ``{"name": "package.module:factory", ...}`` calls ``factory(**rest)``, which must
+    return a :class:`Graph`."""
     spec = dict(spec)
     name = spec.pop("name", None)
+    if isinstance(name, str) and ":" in name:
+        graph = resolve(name, "graph.name")(**spec)
+        require(isinstance(graph, Graph), "graph.name", name, "a factory returning a Graph")
+        return graph
     if name == "explicit":
         require("W" in spec, "graph.W", None, "an explicit weight matrix, W = [[...], ...]")
         try:
