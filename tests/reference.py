@@ -937,21 +937,23 @@ def server_sgd(p: Sequence[float], grads: Sequence[Grad], x0: np.ndarray,
 def dp_sgd(W: np.ndarray, A: np.ndarray, b: np.ndarray, reg: float, x0: np.ndarray, lr: float,
            z: float, C: float, iterations: int, seed: int = 0, rate: float | None = None,
            batch_size: int | None = None, pairs: list[tuple[int, int]] = (),
-           z_pair: float = 0.0) -> np.ndarray:
-    """Decentralized DP-SGD, one agent at a time: agent i's batch (Poisson: record j when its
-    uniform ``Streams(seed).uniform("sample", k, [i], m)[0, j] < rate``, normaliser rate * m;
-    fixed: :func:`minibatch`, normaliser batch_size), each record's logistic gradient clipped to
+           z_pair: float = 0.0, sizes=None) -> np.ndarray:
+    """Decentralized DP-SGD, one agent at a time: agent i's batch of its ``m_i`` records
+    (``sizes[i]``, default all of ``A.shape[1]``; Poisson: record j when its uniform
+    ``Streams(seed).uniform("sample", k, [i], m_i)[0, j] < rate``, normaliser rate * m_i;
+    fixed: :func:`minibatch` over m_i, normaliser batch_size), each record's logistic gradient clipped to
     l2 norm C, summed, plus ``z C`` times agent i's Gaussian draw ``"noise"``, divided by the
     normaliser; half step ``x_i - lr g_i``; then ``x_i = sum_j W_ij half_j``.
 
     DECOR: for the e-th edge ``(i, j)`` of ``pairs`` (i < j), the secret ``z_pair C`` times the
     Gaussian draw ``"pair_noise"`` keyed by e is added to agent i's sum and subtracted from
     agent j's."""
-    rng, n, m = Streams(seed), W.shape[0], A.shape[1]
+    rng, n = Streams(seed), W.shape[0]
     x = [np.asarray(x0[i], dtype=np.float64).copy() for i in range(n)]
     for k in range(iterations):
         half = []
         for i in range(n):
+            m = A.shape[1] if sizes is None else int(sizes[i])
             if rate is not None:
                 chosen, norm = np.flatnonzero(rng.uniform("sample", k, [i], m)[0] < rate), rate * m
             else:

@@ -27,6 +27,8 @@ def test_registry_names_and_unknown_name():
     with pytest.raises(UnknownNameError, match="quantity_skew"):
         partition(LABELS, 10, how="dirchlet")
     assert data.partition is partitions.partition     # one function, re-exported
+    with pytest.raises(UnknownNameError, match="alpha"):    # names the partitioner's own ones
+        partition(LABELS, 10, how="dirichlet", alhpa=0.1)
 
 
 def test_iid_uses_every_record_in_near_equal_blocks():

@@ -178,7 +178,7 @@ def test_logistic_regression_minibatches():
     # all samples = the exact gradient
     np.testing.assert_allclose(p.stochastic_grad(X, rng, 0, 25).numpy(), p.grad(X).numpy(),
                                atol=1e-14)
-    with pytest.raises(ParameterError, match="batch_size <= local samples m = 25"):
+    with pytest.raises(ParameterError, match="batch_size <= the smallest local size m_i = 25"):
         p.stochastic_grad(X, rng, 0, 26)
     # problems without samples return exact gradients
     q = problems.Quadratic.random(6, 4)

@@ -16,6 +16,7 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
 
 N, D = 12, 5
 PROBLEM = problems.NonconvexLogistic.random(n_agents=N, samples=6, dim=D, seed=1)
+RECORDLESS = problems.Quadratic.random(n_agents=N, dim=D, seed=1)
 GRAPH = graphs.ring(N)
 
 
@@ -56,7 +57,7 @@ def test_auto_cadence_without_a_cost_logs_every_iteration_on_short_runs_and_500_
     with pytest.raises(ParameterError, match="log_every"):
         log_cadence("sometimes", 10)
     # a problem without records: a row costs two steps; 1,003 steps pay for 50.15 rows
-    res = dpnet.run(DiaDSP(0.1), PROBLEM, GRAPH, 2 * AUTO_LOG_ROWS + 3)
+    res = dpnet.run(DiaDSP(0.1), RECORDLESS, GRAPH, 2 * AUTO_LOG_ROWS + 3)
     assert res.history["iteration"].tolist() == list(range(0, 1003, 21)) + [1003]
     assert log_cadence("auto", 100_000, 1.0) == 200         # the 500-row bound again
 
@@ -76,7 +77,15 @@ def test_metric_cost_ratio_counts_a_rows_records_over_a_steps():
     # a batch larger than the local set reads the local set
     assert metric_cost_ratio(DSGD(0.1, batch_size=500), LOGISTIC) == 1.0
     # no records declared: a row costs two full-gradient steps (objective and gradient)
-    assert PROBLEM.records_per_agent() is None and metric_cost_ratio(DiaDSP(0.1), PROBLEM) == 2.0
+    assert RECORDLESS.local_sizes() is None
+    assert metric_cost_ratio(DiaDSP(0.1), RECORDLESS) == 2.0
+    # the nonconvex logistic problem's records are counted (one fused pass per row)
+    assert PROBLEM.local_sizes().tolist() == [6] * N
+    assert metric_cost_ratio(DiaDSP(0.1), PROBLEM) == 1.0
+    # unequal local sizes: a row reads every record, a step q m_i of agent i
+    uneven = problems.LogisticRegression(LOGISTIC.A, LOGISTIC.b, sizes=[50, 10, 30, 10])
+    assert uneven.metric_records() == 100
+    assert metric_cost_ratio(DPSGD(0.1, 1.0, rate=0.1), uneven) == pytest.approx(100 / (4 * 2.5))
 
 
 def test_auto_cadence_keeps_the_metrics_records_within_their_share_of_the_steps():

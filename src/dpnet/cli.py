@@ -24,7 +24,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from . import algorithms, compression, distributed, graphs, problems
+from . import algorithms, compression, distributed, graphs, partitions, problems
 from .errors import DPNetError, ParameterError, UnknownNameError, positive_int, require
 from .lab import audit, compare, config, report, reproduce, store, sweep
 from .privacy import accountants
@@ -63,6 +63,7 @@ def _parse_params(tokens: list[str]) -> dict[str, Any]:
 
 
 def cmd_list(args) -> int:
+    _import_extensions(args.extensions)
     what = args.what
     tables = {
         "algorithms": {k: (v.paper or v.__doc__ or "").strip().splitlines()[0]
@@ -71,8 +72,15 @@ def cmd_list(args) -> int:
                    for k, v in graphs.CONSTRUCTORS.items()},
         "compressors": {k: (v.__doc__ or "").strip().splitlines()[0]
                         for k, v in compression.REGISTRY.items()},
-        "problems": {k: (v.__doc__ or "").strip().splitlines()[0]
-                     for k, v in problems.RANDOM.items()},
+        "problems": {**{k: (v.__doc__ or "").strip().splitlines()[0]
+                        for k, v in problems.RANDOM.items()},
+                     "logistic_regression": "a LIBSVM dataset (dataset = ...), split by a "
+                                            "partitioner (how = ..., with its parameters)",
+                     "neural": "a model on an image dataset or your .npz (dataset, model, "
+                               "how = ...)"},
+        "partitioners": {k: (v.__doc__ or "").strip().splitlines()[0] if v.__doc__ else
+                         f"dpnet.partitions.{v.__name__}"
+                         for k, v in partitions.PARTITIONERS.items()},
         "experiments": {k: f"{v.title} [{v.paper}]" for k, v in reproduce.available().items()},
         "accountants": {k: ", ".join(v) for k, v in accountants.every().items()},
         "tasks": {k: f"{v.title.format(dataset=v.dataset or 'a9a')} [{v.utility}]"
@@ -91,6 +99,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_run(args) -> int:
+    _import_extensions(args.extensions)
     cfg = config.validate(config.apply_overrides(config.load(args.config), args.overrides))
     out = Path(args.out or cfg.get("output", {}).get("dir", "runs/" + Path(args.config).stem))
     replacing = (out / "summary.json").exists()
@@ -113,6 +122,7 @@ def cmd_run(args) -> int:
 def cmd_sweep(args) -> int:
     """Every combination of the ``--set`` lists and seeds, each point a run in its own process,
     cached by the hash of its resolved configuration; the exit status says whether all ran."""
+    _import_extensions(args.extensions)
     cfg = config.validate(config.apply_overrides(config.load(args.config), args.overrides))
     out = Path(args.out or "sweeps/" + Path(args.config).stem)
     rows = sweep.sweep(cfg, args.set or [], sweep.parse_seeds(args.seeds), out, jobs=args.jobs,
@@ -132,6 +142,7 @@ def cmd_privacy(args, extra: list[str]) -> int:
     """The guarantee of an algorithm's parameters: constructor parameters build the algorithm,
     assumption names and the accountant's options go to ``privacy()``, anything else is an
     error listing both (nothing is silently dropped)."""
+    _import_extensions(args.extensions)
     params = _parse_params(extra)
     n = positive_int("--agents", params.pop("agents", params.pop("n", 6)))
     d = positive_int("--dim", params.pop("dim", params.pop("d", 10)))
@@ -177,8 +188,10 @@ def _epoch_steps(alg, problem, epochs, iterations) -> int:
     require(iterations is None, "--epochs", epochs, "either --epochs or --iterations, not both")
     e = float(epochs)
     require(0 < e < float("inf"), "--epochs", epochs, "0 < epochs < inf")
-    m = problem.records_per_agent()
-    require(m is not None, "--epochs", epochs, "--records-per-agent M (an epoch is m records)")
+    sizes = problem.local_sizes()
+    require(sizes is not None, "--epochs", epochs,
+            "--records-per-agent M (an epoch is m records)")
+    m = int(sizes.max())    # every agent makes E passes over its own records
     batch = alg.records_per_step(problem)
     require(batch is not None, "--epochs", epochs, f"an algorithm that samples a batch "
             f"({alg.name} reads every record at every step: give --iterations)")
@@ -219,8 +232,9 @@ def cmd_cache(args) -> int:
 
 
 def _import_extensions(paths: list[str]) -> None:
-    """Import each module or ``.py`` file of ``--with``: it registers its own experiment specs,
-    benchmark tasks or entries (and algorithms) at import, as dpnet's own modules do."""
+    """Import each module or ``.py`` file of ``--with``: it registers its own algorithms,
+    graphs, partitioners, experiment specs, benchmark tasks or entries at import, as dpnet's own
+    modules do."""
     for item in paths:
         path = Path(item)
         if path.suffix == ".py":
@@ -427,6 +441,7 @@ def cmd_demo(args) -> int:
 
 def cmd_audit(args) -> int:
     """``dpnet audit``: see :mod:`dpnet.lab.audit.suite`."""
+    _import_extensions(args.extensions)
     if not 0 < args.noise_factor < float("inf"):
         raise ParameterError("--noise-factor", args.noise_factor, "0 < factor < inf (1: as "
                              "claimed; below 1 a silent noise reduction the audit should catch)")
@@ -499,7 +514,9 @@ def make_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("list", help="list algorithms, graphs, compressors, problems, experiments")
     s.add_argument("what", nargs="?", choices=["algorithms", "graphs", "compressors", "problems",
-                                               "tasks", "experiments", "accountants"])
+                                               "partitioners", "tasks", "experiments",
+                                               "accountants"])
+    _with_option(s, "algorithms, graphs, problems or experiments to list beside dpnet's")
     s.set_defaults(func=cmd_list)
     s = sub.add_parser("run", help="run a TOML configuration")
     s.add_argument("config")
@@ -514,6 +531,9 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--backend", choices=["simulated", "distributed"], default="simulated",
                    help="distributed: agents spread over the processes of torchrun "
                    "(torchrun --nproc-per-node N -m dpnet.cli run CONFIG --backend distributed)")
+    _with_option(s, "algorithms, graphs or partitioners the configuration names (a "
+                 "configuration may also name a class or factory by import path, "
+                 "\"package.module:name\")")
     s.set_defaults(func=cmd_run)
     s = sub.add_parser("sweep", help="run a configuration over a grid of values and seeds",
                        description="Runs every combination of the --set value lists and the "
@@ -533,6 +553,8 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--device", default=None, help="torch device of every run (default: the "
                    "configuration's, else cpu)")
     s.add_argument("--quiet", action="store_true", help="no line per point")
+    _with_option(s, "algorithms, graphs or partitioners the configuration names (worker "
+                 "processes are forked with them; under spawn, name them by import path)")
     s.set_defaults(func=cmd_sweep)
     s = sub.add_parser("privacy", help="print an algorithm's privacy guarantee",
                        description="dpnet privacy NAME --param value ...: hyper-parameters as in "
@@ -544,6 +566,7 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("name")
     s.add_argument("--accountant", default=None,
                    help="accountant by name (dpnet list accountants; default: the algorithm's)")
+    _with_option(s, "algorithms (the NAME may also be an import path package.module:Class)")
     s.set_defaults(func=cmd_privacy, takes_extra=True)
     s = sub.add_parser("demo", help="the main job: which private algorithm is best at each "
                        "epsilon, on the mushrooms dataset (dpnet compare's protocol)")
@@ -652,6 +675,7 @@ def make_parser() -> argparse.ArgumentParser:
                    "beside it): the Clopper-Pearson threshold test, or the one-run test "
                    "(Steinke et al. 2023) of the same runs read as canaries of one run")
     s.add_argument("--out", default="audits", help="output folder (default: audits)")
+    _with_option(s, "audit targets (dpnet.lab.audit.targets.register)")
     s.set_defaults(func=cmd_audit)
     return p
 

@@ -37,12 +37,13 @@ arguments give the same partition on every machine and rank.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import ParameterError, positive, positive_int, require
+from .errors import ParameterError, UnknownNameError, positive, positive_int, require
 from .registry import Registry
 
 #: a partitioner: ``(records, n_agents, *, seed=0, **params) -> Partition``
@@ -120,7 +121,12 @@ class Partition:
 def partition(records, n_agents: int, how: str = "even", seed: int = 0, **params) -> Partition:
     """The partition ``how`` (a name of :data:`PARTITIONERS`) of ``records`` (a count or the
     labels) over ``n_agents``."""
-    return PARTITIONERS[how](records, n_agents, seed=seed, **params)
+    fn = PARTITIONERS[how]
+    known = [k for k in inspect.signature(fn).parameters if k not in ("records", "n_agents")]
+    for key in params:
+        if key not in known:
+            raise UnknownNameError(f"{how!r} partitioner parameter", key, known)
+    return fn(records, n_agents, seed=seed, **params)
 
 
 def _count_and_labels(records, needs_labels: bool, scheme: str) -> tuple[int, np.ndarray | None]:
@@ -175,18 +181,21 @@ def split_by_label(labels: np.ndarray, n_agents: int, shards_per_agent: int = 2,
 
 
 def even(records, n_agents: int, *, seed: int = 0, shuffle: bool = True) -> Partition:
+    """The papers' split: a random permutation cut into N // n equal blocks."""
     N, labels = _count_and_labels(records, False, "even")
     return Partition.of(split_even(N, n_agents, seed, shuffle), "even", {"shuffle": shuffle},
                         labels)
 
 
 def by_label(records, n_agents: int, *, seed: int = 0, shards_per_agent: int = 2) -> Partition:
+    """Label shards (McMahan et al. 2017): shards_per_agent shards of one label each."""
     _, labels = _count_and_labels(records, True, "label")
     return Partition.of(split_by_label(labels, n_agents, shards_per_agent, seed), "label",
                         {"shards_per_agent": shards_per_agent}, labels)
 
 
 def iid(records, n_agents: int, *, seed: int = 0) -> Partition:
+    """I.i.d., every record used: blocks of N // n or N // n + 1 (flwr IidPartitioner)."""
     N, labels = _count_and_labels(records, False, "iid")
     n = _check_agents(n_agents, N)
     order = np.random.default_rng(seed).permutation(N)
@@ -194,6 +203,7 @@ def iid(records, n_agents: int, *, seed: int = 0) -> Partition:
 
 
 def shards(records, n_agents: int, *, seed: int = 0, shards_per_agent: int = 2) -> Partition:
+    """Label shards after a stable label sort (flwr-datasets ShardPartitioner)."""
     _, labels = _count_and_labels(records, True, "shards")
     n = _check_agents(n_agents, labels.size)
     s = positive_int("shards_per_agent", shards_per_agent)
@@ -211,6 +221,7 @@ def shards(records, n_agents: int, *, seed: int = 0, shards_per_agent: int = 2) 
 
 def dirichlet(records, n_agents: int, *, seed: int = 0, alpha: float = 0.5, min_size: int = 10,
               self_balancing: bool = True) -> Partition:
+    """Label skew: each class cut by Dir(alpha) proportions (flwr DirichletPartitioner)."""
     _, labels = _count_and_labels(records, True, "dirichlet")
     N = labels.size
     n = _check_agents(n_agents, N)
@@ -246,6 +257,7 @@ def dirichlet(records, n_agents: int, *, seed: int = 0, alpha: float = 0.5, min_
 
 def quantity_skew(records, n_agents: int, *, seed: int = 0, beta: float = 0.5,
                   min_size: int = 10) -> Partition:
+    """Size skew: local sizes from Dir(beta) proportions, labels i.i.d. (NIID-Bench)."""
     N, labels = _count_and_labels(records, False, "quantity_skew")
     n = _check_agents(n_agents, N)
     beta = positive("beta", beta)
@@ -266,6 +278,7 @@ def quantity_skew(records, n_agents: int, *, seed: int = 0, beta: float = 0.5,
 
 
 def given_sizes(records, n_agents: int, *, seed: int = 0, sizes=()) -> Partition:
+    """Local sizes you give: a random permutation cut into blocks of sizes[i]."""
     N, labels = _count_and_labels(records, False, "sizes")
     n = _check_agents(n_agents, N)
     s = np.asarray(sizes)

@@ -277,11 +277,12 @@ def metric_cost_ratio(algorithm: Algorithm, problem: Problem) -> float:
     """The records one metrics row reads over the records one step reads (all agents): 1 for a
     full-gradient algorithm on a finite-sum problem, ``N / (n q m)`` for Poisson-sampled DP-SGD.
     :data:`RECORDLESS_ROW_COST` for a problem without records."""
-    rows, m = problem.metric_records(), problem.records_per_agent()
-    if rows is None or m is None:
+    rows, sizes = problem.metric_records(), problem.local_sizes()
+    if rows is None or sizes is None:
         return RECORDLESS_ROW_COST
+    m = float(sizes.mean())
     per_agent = algorithm.records_per_step(problem)
-    per_agent = m if per_agent is None else min(float(m), per_agent)
+    per_agent = m if per_agent is None else min(m, per_agent)
     return rows / (problem.n_agents * per_agent)
 
 

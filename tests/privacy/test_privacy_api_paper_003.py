@@ -4,7 +4,6 @@ exactly one of gradient_bound / l1_gradient_bound, a calibration that never over
 mechanism descriptions against the theorems they decompose."""
 
 import math
-from types import SimpleNamespace
 
 import pytest
 from _accountant_contract import AccountantContract  # noqa: E402  (tests/privacy on sys.path)
@@ -25,8 +24,7 @@ from dpnet.privacy.assumptions import Assumptions
 from dpnet.privacy.chen_wang_zhang import definition3
 
 N, D = 5, 4
-PROBLEM = problems.ProblemConstants(N, D, 1.0)
-PROBLEM.m = 40                               # local sample count: what kang's accountant reads
+PROBLEM = problems.ProblemConstants(N, D, 1.0, records_per_agent=40)   # kang reads D = m
 DIGRAPH = graphs.cwz_fig1()
 UNDIRECTED = graphs.ring(N)
 SERVER = server_graph(N)
@@ -274,7 +272,7 @@ def test_gradient_bound_means_a_bound_on_every_gradient_for_paper_003_too():
     # replace-one value is 1.099). One meaning across the library: C = 2G.
     assert definition3(Assumptions(gradient_bound=1.0)) == (2.0, "l2")
     assert definition3(Assumptions(l1_gradient_bound=3.0)) == (6.0, "l1")
-    problem = SimpleNamespace(dim=5, m=1000, n_agents=N)
+    problem = problems.ProblemConstants(N, 5, records_per_agent=1000)
     g = KangWDDP(0.1, 4.0, 10).privacy(problem, SERVER, 100, gradient_bound=1.0, delta=1e-5)
     assert g.epsilon == pytest.approx(kang.epsilon(4.0, 2.0, 10, 1000, 100, 1e-5))
     assert kang.epsilon(4.0, 1.0, 10, 1000, 100, 1e-5) < g.epsilon

@@ -32,8 +32,7 @@ class Records(ProblemConstants):
     """Problem constants of a finite-sum problem with ``m`` records per agent (paper 001's q)."""
 
     def __init__(self, n: int, d: int, m: int) -> None:
-        super().__init__(n, d)
-        self.m = m
+        super().__init__(n, d, records_per_agent=m)
 
 
 PROBLEM = ProblemConstants(N, D)

@@ -4,7 +4,6 @@ computation and the algorithm's own accountant, and a run resuming from its snap
 
 import math
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -14,6 +13,7 @@ from dpnet import graphs, models
 from dpnet.lab import source as common
 from dpnet.lab.reproduce import Run, execute, get
 from dpnet.lab.reproduce import chen_wang_zhang as cwz
+from dpnet.problems import ProblemConstants
 
 FIX = Path(__file__).resolve().parents[1] / "data"
 NAMES = ["cwz-fig2", "cwz-fig3", "cwz-fig4", "cwz-fig5", "cwz-fig6"]
@@ -115,7 +115,7 @@ def test_lemma5_epsilon_by_hand_and_by_the_accountant():
     assert got["iteration"] == [0, 1000, 2000]
     assert got["epsilon"][-1] == pytest.approx(hand, rel=1e-12)
     alg, g = cwz.algorithm("S2", 0.9996, 1.0, d, 55)
-    own = alg.privacy(SimpleNamespace(dim=d, m=12000, n_agents=5), g, iterations=K + 1,
+    own = alg.privacy(ProblemConstants(5, d, records_per_agent=12000), g, iterations=K + 1,
                       gradient_bound=0.5)           # C = 2G = 1, the reproduction's C
     assert own.epsilon == pytest.approx(hand, rel=1e-12)
     assert cwz.alg1_epsilon("S2", 0.9996, 0.3, d, "compact", 3)["epsilon"][-1] == \

@@ -48,6 +48,7 @@ from ..noise import Gaussian
 from ..privacy import accountants, huo
 from ..privacy.guarantee import PrivacyGuarantee
 from ..privacy.mechanism import Mechanism, Releases
+from ..problems.base import equal_local_size
 from ..problems.stochastic import SAMPLERS, Clip, as_clip, clipped_stochastic_grad
 from .base import Algorithm, Context, State, register
 
@@ -146,9 +147,7 @@ class DOADP(Algorithm):
         if G is None:
             raise ParameterError("clip", None, "a clipping bound G (Assumption 2) or an explicit "
                                  "gradient_bound for DO-ADP's accounting")
-        q = getattr(problem, "m", None)
-        require(q is not None, "problem", type(problem).__name__,
-                "a finite-sum problem with m local records per agent")
+        q = equal_local_size(problem, "DO-ADP's account (paper 001's q)")
         return huo.DOADPStep(G=float(G), k=d if self.k is None else self.k, d=d, p=self.p,
                              q=int(q), T=int(iterations), batch_size=self.batch_size,
                              sampler=self.sampling)
@@ -175,9 +174,9 @@ class DOADP(Algorithm):
 
 def check_poisson_batch(alg, problem) -> None:
     """A Poisson batch's expected size B needs B <= m (the rate B/m is a probability)."""
-    m = getattr(problem, "m", None)
     if alg.sampling == "poisson":
-        require(m is not None and alg.batch_size <= m, "batch_size", alg.batch_size,
+        m = equal_local_size(problem, f"{alg.name}'s Poisson rate B/m")
+        require(alg.batch_size <= m, "batch_size", alg.batch_size,
                 f"batch_size <= local records m = {m} with sampling='poisson'")
 
 

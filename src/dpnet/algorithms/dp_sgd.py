@@ -16,8 +16,10 @@ post-processing and leaves the guarantee unchanged; with few hundred noisy steps
 out part of the last steps' noise.
 
 Sampling (``sampling``): ``"poisson"`` includes each local record independently with
-probability ``rate`` and divides by the expected batch ``b = rate * m`` (Abadi et al. 2016, as
-Opacus does); ``"fixed"`` draws ``batch_size`` records without replacement, ``b = batch_size``.
+probability ``rate`` and divides by the expected batch ``b_i = rate * m_i`` (Abadi et al. 2016,
+as Opacus does); ``"fixed"`` draws ``batch_size`` records without replacement,
+``b = batch_size``, so agent i samples at rate ``batch_size / m_i``. Local sizes ``m_i`` may
+differ between agents (they are public, as the batch normaliser is).
 This is adapt-then-combine D-SGD with local DP (the baseline of DECOR, Allouah et al. 2024, with
 gossip weight 1); with the identity graph it is local-only DP-SGD, and on one agent holding all
 records it is central DP-SGD. The half-step (2) is the only message; the next iterate is a
@@ -25,8 +27,10 @@ function of messages, so each step is one Gaussian release of the clipped sum, w
 graph.
 
 Privacy (:mod:`dpnet.privacy.dp_sgd`): accountants ``"pld"`` (the default; dp-accounting's PLD
-under ``REPLACE_ONE`` for Poisson sampling, the dominating add-or-remove pair at ``z/2`` for the
-fixed batch) and ``"rdp"``; constant ``delta``. Every agent's records get the same epsilon.
+under ``REPLACE_ONE`` for Poisson sampling, the symmetrised pair that covers both step types for
+the fixed batch) and ``"rdp"``; constant ``delta``. Agent i's records get the epsilon of its own
+rate: the same for every agent with Poisson sampling at one ``rate``, larger for smaller local
+sets with a fixed batch.
 Streams: ``"sample"`` (batches) and ``"noise"``.
 """
 
@@ -72,8 +76,8 @@ class DPSGD(Algorithm):
 
     def records_per_step(self, problem) -> float | None:
         if self.rate is not None:
-            m = problem.records_per_agent()
-            return None if m is None else self.rate * m
+            sizes = problem.local_sizes()
+            return None if sizes is None else self.rate * float(sizes.mean())
         return float(self.batch_size)
 
     def check_graph(self, graph) -> None:
@@ -82,12 +86,12 @@ class DPSGD(Algorithm):
         graph.require_doubly_stochastic(self.name)
 
     def check_problem(self, problem) -> None:
-        m = getattr(problem, "m", None)
-        require(m is not None and getattr(problem, "supports_clip", False), "problem",
+        sizes = problem.local_sizes()
+        require(sizes is not None and getattr(problem, "supports_clip", False), "problem",
                 type(problem).__name__, "a finite-sum problem with per-sample gradients")
         if self.batch_size is not None:
-            require(self.batch_size <= m, "batch_size", self.batch_size,
-                    f"batch_size <= local records m = {m}")
+            require(self.batch_size <= int(sizes.min()), "batch_size", self.batch_size,
+                    f"batch_size <= the smallest local size m_i = {int(sizes.min())}")
 
     def init(self, ctx: Context, x0) -> State:
         return {"x": x0, "x_ema": x0.clone()} if self.ema_decay else {"x": x0}
@@ -95,11 +99,14 @@ class DPSGD(Algorithm):
     def _batch(self, ctx: Context, k: int) -> tuple[torch.Tensor, torch.Tensor, float]:
         """``(idx, weights, b)``: the step's records, their weights (1 or 0 for padding) and
         the public normaliser b of (1)."""
-        m, device = ctx.problem.m, ctx.net.device
+        device = ctx.net.device
+        m = ctx.problem.local_sizes()[ctx.agents]
         if self.sampling == "poisson":
             idx, included = poisson_indices(ctx.rng, k, ctx.agents, m, self.rate, "sample",
                                             device)
-            return idx, included.to(ctx.net.dtype), self.rate * m
+            b = self.rate * m[0] if bool(np.all(m == m[0])) else torch.as_tensor(
+                self.rate * m[:, None], dtype=ctx.net.dtype, device=device)
+            return idx, included.to(ctx.net.dtype), b
         idx = sample_indices(ctx.rng, k, ctx.agents, m, self.batch_size, "sample", device)
         return idx, torch.ones(idx.shape, dtype=ctx.net.dtype, device=device), self.batch_size
 
@@ -129,8 +136,14 @@ class DPSGD(Algorithm):
 
     noise_attributes = ("noise_multiplier", "_noise")
 
-    def sampling_rate(self, problem) -> float:
-        return self.rate if self.sampling == "poisson" else self.batch_size / problem.m
+    def sampling_rate(self, problem) -> np.ndarray:
+        """``(n,)`` each agent's sampling rate: ``rate``, or ``batch_size / m_i``."""
+        sizes = problem.local_sizes()
+        if self.sampling == "poisson":
+            return np.full(sizes.shape, self.rate)
+        require(self.batch_size <= int(sizes.min()), "batch_size", self.batch_size,
+                f"batch_size <= the smallest local size m_i = {int(sizes.min())}")
+        return self.batch_size / sizes
 
 
 def account(alg: DPSGD, problem, graph, iterations, assumptions, method: str,
@@ -144,18 +157,25 @@ def account(alg: DPSGD, problem, graph, iterations, assumptions, method: str,
         return PrivacyGuarantee.none(f"{alg.name} with noise multiplier 0 adds no noise",
                                      iterations)
     require(iterations is not None, "iterations", iterations, "a finite horizon T")
-    m = getattr(problem, "m", None)
-    if m is None:
-        raise ParameterError("problem", type(problem).__name__, "a finite-sum problem with m "
+    sizes = problem.local_sizes()
+    if sizes is None:
+        raise ParameterError("problem", type(problem).__name__, "a finite-sum problem with m_i "
                              "local records per agent")
     delta = accountants.required_delta(assumptions, method)
     q = alg.sampling_rate(problem)
     n = graph.n if graph is not None else problem.n_agents
     z = np.full(n, alg.noise_multiplier) if multipliers is None else multipliers
-    values, where = np.unique(np.round(z, 12), return_inverse=True)
+    # one evaluation per distinct (multiplier, rate): agents differ only through these two
+    zq = np.stack([np.asarray(z, dtype=float), q], axis=1)
+    _, first, where = np.unique(np.round(zq, 12), axis=0, return_index=True,
+                                return_inverse=True)
     dp_sgd.check_relation(relation, alg.sampling)
-    eps = np.array([dp_sgd.epsilon(float(v), alg.sampling, q, int(iterations), delta, method,
-                                   pld_discretization, relation) for v in values])[where]
+    eps = np.array([dp_sgd.epsilon(float(v), alg.sampling, float(r), int(iterations), delta,
+                                   method, pld_discretization, relation)
+                    for v, r in zq[first]])[where.reshape(-1)]
+    rates = (f"rate {q[0]:.6g} of m = {sizes[0]} records per agent" if np.all(sizes == sizes[0])
+             else f"rates {q.min():.6g} to {q.max():.6g} of local sizes m_i = {sizes.min()} to "
+                  f"{sizes.max()} (agent i accounted at its own rate)")
     pair = ("ADD_OR_REMOVE (Poisson-subsampled Gaussian)" if relation == "add_remove" else
             "REPLACE_ONE (Poisson mixture against mixture)" if alg.sampling == "poisson"
             else "replace-one, batch without replacement: the symmetrised pair of Dong, Roth & "
@@ -167,7 +187,7 @@ def account(alg: DPSGD, problem, graph, iterations, assumptions, method: str,
         assumptions=(f"per-record l2 clipping at C = {alg.clip.bound:g} (the sensitivity of the "
                      "clipped sum is " + ("C under add-or-remove)" if relation == "add_remove"
                                           else "2C under replace-one)"),
-                     f"{alg.sampling} sampling, rate {q:.6g} of m = {m} records per agent",
+                     f"{alg.sampling} sampling, {rates}",
                      ("add-or-remove" if relation == "add_remove" else "replace-one")
                      + " adjacency of one record of one agent"),
         notes=notes or ("every message is a post-processing of the noisy clipped sums, so the "
@@ -181,10 +201,13 @@ def rdp_curve(alg: DPSGD, problem, graph, iterations, orders,
     a = np.asarray(orders, dtype=float)
     if alg.noise_multiplier == 0:
         return np.full(a.shape, np.inf)
-    z = np.full(1, alg.noise_multiplier) if multipliers is None else np.asarray(multipliers)
     q = alg.sampling_rate(problem)
-    return np.max([dp_sgd.rdp_curve(float(v), alg.sampling, q, int(iterations), a)
-                   for v in np.unique(np.round(z, 12))], axis=0)
+    z = np.full(q.shape, alg.noise_multiplier) if multipliers is None else np.broadcast_to(
+        np.asarray(multipliers, dtype=float), q.shape)
+    zq = np.stack([z, q], axis=1)
+    _, first = np.unique(np.round(zq, 12), axis=0, return_index=True)
+    return np.max([dp_sgd.rdp_curve(float(v), alg.sampling, float(r), int(iterations), a)
+                   for v, r in zq[first]], axis=0)
 
 
 @accountants.register_rdp_curve(DPSGD)

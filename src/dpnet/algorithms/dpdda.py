@@ -45,6 +45,7 @@ from ..errors import nonnegative, positive, positive_int, require
 from ..noise import Gaussian
 from ..privacy import accountants, huo
 from ..privacy.mechanism import Mechanism, Releases
+from ..problems.base import equal_local_size
 from ..problems.stochastic import Clip, as_clip, clipped_stochastic_grad
 from .base import Algorithm, BoxConstrained, Context, State, register
 from .doadp import (
@@ -124,9 +125,7 @@ class DPDDA(BoxConstrained, Algorithm):
             self.clip.bound if self.clip is not None else None)
         require(G is not None, "clip", None, "an l2 clipping bound G (or gradient_bound) for "
                 "DP-DDA's accounting")
-        q = getattr(problem, "m", None)
-        require(q is not None, "problem", type(problem).__name__,
-                "a finite-sum problem with m local records per agent")
+        q = equal_local_size(problem, "DP-DDA's account (paper 001's q)")
         d = problem.dim
         return huo.DOADPStep(G=float(G), k=d, d=d, p=self.p, q=int(q), T=int(iterations),
                              batch_size=self.batch_size, sampler=self.sampling)

@@ -51,7 +51,7 @@ from ..noise import Laplace
 from ..privacy import accountants
 from ..privacy.guarantee import PrivacyGuarantee
 from ..privacy.mechanism import Mechanism, Releases
-from ..problems.base import ProblemConstants
+from ..problems.base import ProblemConstants, equal_local_size
 from ..problems.stochastic import Clip, as_clip, clipped_stochastic_grad
 from .base import Algorithm, BoxConstrained, Context, State, register
 
@@ -111,9 +111,7 @@ class DPDO(BoxConstrained, Algorithm):
             return base
         if self.batch_size is not None:
             return base / self.batch_size
-        m = getattr(problem, "m", None)
-        require(m is not None, "adjacency", adjacency, "a finite-sum problem (m records)")
-        return base / m
+        return base / equal_local_size(problem, "DPDO's record sensitivity 2 sqrt(d) G / m")
 
     def epsilon(self, Delta_g: float, iterations: int | None) -> float:
         if self.M == 0:

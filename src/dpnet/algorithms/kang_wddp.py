@@ -30,6 +30,7 @@ from ..privacy import accountants, kang
 from ..privacy import chen_wang_zhang as cwz
 from ..privacy.guarantee import PrivacyGuarantee
 from ..privacy.mechanism import Mechanism, Releases
+from ..problems.base import equal_local_size
 from .base import Algorithm, Context, State, register
 
 
@@ -111,8 +112,7 @@ def kang_accountant(alg, problem, graph, iterations, assumptions,
     ``subsampled``: credit the sampling of m of D without replacement (default)."""
     C = alg._check(iterations, assumptions)
     delta = accountants.required_delta(assumptions, "kang")
-    D = getattr(problem, "m", None)
-    require(isinstance(D, int | np.integer), "problem.m", D, "a local sample count")
+    D = equal_local_size(problem, "Kang et al.'s account (D local samples)")
     eps = kang.epsilon(alg.sigma, C, alg.batch, int(D), iterations, delta, subsampled)
     norm = "l2" if assumptions.gradient_bound is not None else "l1, so also l2"
     return PrivacyGuarantee.from_per_agent(

@@ -25,7 +25,7 @@ from typing import Any, Self
 import numpy as np
 import torch
 
-from ..errors import ParameterError, positive_int, require
+from ..errors import ParameterError, require
 from ..rng import Streams
 
 
@@ -99,10 +99,11 @@ class Problem(Movable, ABC):
         """Minibatch gradient; problems without samples return the exact gradient."""
         return self.grad(X, agents)
 
-    def records_per_agent(self) -> int | None:
-        """``m``, the records each agent holds; None for a problem that declares none (its
-        metrics row is counted as :data:`dpnet.runner.RECORDLESS_ROW_COST` steps). Not read
-        from an attribute ``m``: :class:`SinCos` names a parameter vector so."""
+    def local_sizes(self) -> np.ndarray | None:
+        """``(n_agents,)`` records each agent holds, ``m_i`` (every agent, also on a copy that
+        holds a subset); None for a problem that declares none (its metrics row is counted as
+        :data:`dpnet.runner.RECORDLESS_ROW_COST` steps). Not read from an attribute ``m``:
+        :class:`SinCos` names a parameter vector so."""
         return None
 
     def metric_records(self) -> int | None:
@@ -111,8 +112,8 @@ class Problem(Movable, ABC):
         agent's records unless the problem fuses them in :meth:`loss_and_grad`; None for a
         problem without records. The runner's ``"auto"`` cadence compares it with the records
         a step reads."""
-        m = self.records_per_agent()
-        return None if m is None else self.metric_passes() * self.n_agents * m
+        sizes = self.local_sizes()
+        return None if sizes is None else self.metric_passes() * int(sizes.sum())
 
     def metric_passes(self) -> int:
         """Passes over the data of one :meth:`loss_and_grad`: 1 where a subclass fuses the
@@ -279,11 +280,30 @@ def moved(value: Any, device: torch.device, copy: bool = False) -> Any:
     return value
 
 
-def logistic_curvature(V: torch.Tensor) -> float:
-    """``max_i lambda_max(V_i^T V_i) / (4 m)`` for per-agent samples ``V`` of shape ``(n, m, d)``:
-    the curvature bound of a mean logistic loss (its second derivative is at most 1/4)."""
-    G = torch.einsum("nmd,nme->nde", V, V) / (4 * V.shape[1])
+def logistic_curvature(V: torch.Tensor, sizes: np.ndarray | None = None) -> float:
+    """``max_i lambda_max(V_i^T V_i) / (4 m_i)`` for per-agent samples ``V`` of shape
+    ``(n, m, d)`` (zero rows beyond ``sizes[i]``): the curvature bound of a mean logistic loss
+    (its second derivative is at most 1/4)."""
+    G = torch.einsum("nmd,nme->nde", V, V)
+    if sizes is None or bool(np.all(np.asarray(sizes) == V.shape[1])):
+        G = G / (4 * V.shape[1])
+    else:
+        G = G / (4 * torch.as_tensor(np.asarray(sizes), dtype=G.dtype))[:, None, None]
     return float(torch.linalg.eigvalsh(G).max())
+
+
+def equal_local_size(problem, who: str) -> int:
+    """The one local size ``m`` of a problem whose agents all hold m records: a named error for
+    a problem without records, or with unequal sizes, where ``who`` (an algorithm or an
+    account) has one ``m`` for every agent."""
+    sizes = problem.local_sizes() if hasattr(problem, "local_sizes") else None
+    require(sizes is not None, "problem", type(problem).__name__,
+            f"a finite-sum problem with m local records per agent ({who} reads m)")
+    require(bool(np.all(sizes == sizes[0])), "problem",
+            f"{type(problem).__name__} with local sizes m_i from {int(sizes.min())} to "
+            f"{int(sizes.max())}", f"equal local sizes: {who} has one m for every agent",
+            "DP-SGD, DECOR and their anchors account each agent at its own m_i")
+    return int(sizes[0])
 
 
 def check_agent_indices(agents, n: int) -> np.ndarray:
@@ -334,18 +354,26 @@ class ProblemConstants:
 
     def __init__(self, n_agents: int, dim: int, smoothness: float = float("inf"),
                  gradient_bound: float | None = None,
-                 records_per_agent: int | None = None) -> None:
+                 records_per_agent=None) -> None:
         require(n_agents >= 1, "n_agents", n_agents, "n_agents >= 1")
         require(dim >= 1, "dim", dim, "dim >= 1")
         self.n_agents, self.dim = int(n_agents), int(dim)
         self.smoothness = float(smoothness)
         self._M = gradient_bound
-        if records_per_agent is not None:   # m: what per-record accountants read (rates B/m)
-            self.m = positive_int("records_per_agent", records_per_agent)
+        self._sizes = None
+        if records_per_agent is not None:   # m_i: what per-record accountants read (rates B/m_i)
+            sizes = np.asarray(records_per_agent, dtype=np.float64).reshape(-1)
+            require(sizes.size in (1, self.n_agents) and bool(np.all(sizes >= 1))
+                    and bool(np.all(sizes == np.floor(sizes))), "records_per_agent",
+                    records_per_agent, f"an integer >= 1, or {self.n_agents} of them (one per "
+                    "agent)")
+            sizes = np.broadcast_to(sizes, (self.n_agents,)).astype(np.int64)
+            self._sizes = sizes
+            self.m = int(sizes[0]) if bool(np.all(sizes == sizes[0])) else None
             self.supports_clip = True
 
-    def records_per_agent(self) -> int | None:
-        return getattr(self, "m", None)
+    def local_sizes(self) -> np.ndarray | None:
+        return self._sizes
 
     def gradient_bound(self) -> float | None:
         return self._M

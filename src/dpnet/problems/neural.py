@@ -1,8 +1,10 @@
 """Neural networks as stacked decentralized problems.
 
 :class:`NeuralProblem` wraps any ``torch.nn.Module`` ``h(w; a)`` and a dataset partitioned over
-agents: agent i holds the samples ``parts[i]`` and minimises
-``f_i(w) = (1/m) sum_{j in parts[i]} loss(h(w; a_j), b_j)`` (cross-entropy by default). Its state
+agents: agent i holds the ``m_i`` samples ``parts[i]`` (local sizes may differ) and minimises
+``f_i(w) = (1/m_i) sum_{j in parts[i]} loss(h(w; a_j), b_j)`` (cross-entropy by default); the
+global objective is ``(1/n) sum_i f_i``, so with unequal sizes a record of agent i weighs
+``1/(n m_i)`` in the training-union metrics. Its state
 row is the module's parameters flattened in ``named_parameters()`` order, so the ``(n, P)`` state
 of all agents is one float32 tensor, like any other problem's ``(n, d)``.
 
@@ -29,11 +31,11 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from ..data import partition
 from ..errors import ParameterError, positive_int, require
+from ..partitions import partition
 from ..rng import Streams
 from .base import Problem, moved
-from .stochastic import Clip, as_clip, sample_indices
+from .stochastic import Clip, LocalRecords, as_clip, sample_indices
 
 Transform = Callable[[torch.Tensor], torch.Tensor]
 
@@ -106,12 +108,13 @@ class FlatModule:
         return exact
 
 
-class NeuralProblem(Problem):
+class NeuralProblem(LocalRecords, Problem):
     """A module and a partitioned dataset (see the module docstring).
 
     ``features``: ``(N, ...)`` raw inputs (uint8 images are fine; ``transform`` maps a batch with
     any leading shape to the module's float input, e.g. :func:`dpnet.models.mnist_transform`);
-    ``labels``: ``(N,)`` class indices; ``parts``: ``(n, m)`` sample indices per agent (e.g.
+    ``labels``: ``(N,)`` class indices; ``parts``: the sample indices of each agent, a
+    :class:`~dpnet.partitions.Partition`, index arrays of any lengths, or ``(n, m)`` (e.g.
     :func:`dpnet.data.split_even`); ``test``: optional ``(features, labels)``.
     ``chunk``: samples per agent per forward pass in full-gradient and evaluation passes.
     ``metric_samples``: :meth:`loss` and :meth:`global_grad` (the runner's per-log metrics) use a
@@ -135,11 +138,12 @@ class NeuralProblem(Problem):
         self.labels = torch.as_tensor(np.asarray(labels), dtype=torch.int64)
         require(self.features.shape[0] == self.labels.shape[0], "labels", tuple(self.labels.shape),
                 f"one label per sample ({self.features.shape[0]})")
-        self.parts = torch.as_tensor(np.asarray(parts), dtype=torch.int64)
-        require(self.parts.ndim == 2, "parts", tuple(self.parts.shape), "shape (n_agents, m)")
-        require(int(self.parts.max()) < self.features.shape[0] and int(self.parts.min()) >= 0,
+        rows = _padded_parts(parts)
+        require(int(rows[0].max()) < self.features.shape[0] and int(rows[0].min()) >= 0,
                 "parts", "indices", f"indices in [0, {self.features.shape[0]})")
-        self.n_agents, self.m = self.parts.shape
+        self.parts = torch.from_numpy(rows[0])
+        self.n_agents = self.parts.shape[0]
+        self._set_sizes(rows[1], self.n_agents, self.parts.shape[1])
         self.transform = transform or _identity_float
         self.chunk = positive_int("chunk", chunk)
         self.metric_samples = None if metric_samples is None else positive_int(
@@ -170,11 +174,14 @@ class NeuralProblem(Problem):
         # gradients of the parameter dict, then one concatenation: differentiating the flat row
         # through its views costs 1.4x (MNIST CNN, 256 samples: 90 ms against 63 ms)
         batch = vmap(grad(self._loss_batch), in_dims=(0, 0, 0), chunk_size=chunk)
+        weighted = vmap(grad(self._loss_weighted), in_dims=(0, 0, 0, 0), chunk_size=chunk)
         nested = vmap(vmap(grad(self._loss_one), in_dims=(None, 0, 0)), in_dims=(0, 0, 0),
                       chunk_size=chunk)
         one = vmap(grad(self._loss_one), in_dims=(None, 0, 0))
         self._batch_grad = exact(lambda X, xb, yb: flat.flatten(
             batch(flat.unflatten(X), xb, yb), 1))
+        self._weighted_grad = exact(lambda X, xb, yb, wb: flat.flatten(
+            weighted(flat.unflatten(X), xb, yb, wb), 1))
         self._sample_grad = exact(lambda X, xb, yb: flat.flatten(
             nested(flat.unflatten(X), xb, yb), 2))
         self._one_agent_sample_grad = exact(lambda row, xb, yb: flat.flatten(
@@ -208,6 +215,10 @@ class NeuralProblem(Problem):
     def _loss_batch(self, params, xb, yb):
         return nn.functional.cross_entropy(self._flat.logits_of(params, xb), yb)
 
+    def _loss_weighted(self, params, xb, yb, wb):
+        return (nn.functional.cross_entropy(self._flat.logits_of(params, xb), yb,
+                                            reduction="none") * wb).sum()
+
     def _loss_one(self, params, x, y):
         return nn.functional.cross_entropy(self._flat.logits_of(params, x[None]), y[None])
 
@@ -239,7 +250,7 @@ class NeuralProblem(Problem):
         agent from its own stream; with ``clip`` every per-sample gradient is clipped first."""
         a = self._agents(agents)
         B = positive_int("batch_size", batch_size)
-        idx = sample_indices(rng, k, a, self.m, B, purpose, device=self.device)
+        idx = sample_indices(rng, k, a, self.sizes[a], B, purpose, device=self.device)
         xb, yb = self.batch(idx, a)
         X = X.to(self.dtype)
         clip = as_clip(clip)
@@ -286,34 +297,44 @@ class NeuralProblem(Problem):
         return out
 
     def grad(self, X, agents=None) -> torch.Tensor:
-        """Full local gradients (all m local samples, in chunks of ``chunk``)."""
+        """Full local gradients (all m_i local samples, in chunks of ``chunk``)."""
         a = self._agents(agents)
         X = X.to(self.dtype)
         out = torch.zeros(len(a), self.dim, dtype=self.dtype, device=self.device)
-        for start in range(0, self.m, self.chunk):
+        width = self.parts.shape[1]
+        weights = None if self.m is not None else self._record_weights(a).to(self.dtype)
+        for start in range(0, width, self.chunk):
             idx = self._local_range(start, len(a))
             xb, yb = self.batch(idx, a)
-            out += self._batch_grad(X, xb, yb) * (idx.shape[1] / self.m)
+            if weights is None:
+                out += self._batch_grad(X, xb, yb) * (idx.shape[1] / self.m)
+            else:       # padding weighs 0
+                out += self._weighted_grad(X, xb, yb, weights[:, start:start + idx.shape[1]])
         return out
 
     def local_loss(self, X, agents=None) -> torch.Tensor:
         a = self._agents(agents)
         X = X.to(self.dtype)
         total = torch.zeros(len(a), dtype=torch.float64, device=self.device)
+        weights = None if self.m is not None else self._record_weights(a)
         with torch.no_grad():
-            for start in range(0, self.m, self.chunk):
+            for start in range(0, self.parts.shape[1], self.chunk):
                 idx = self._local_range(start, len(a))
                 xb, yb = self.batch(idx, a)
                 logits = self._agent_logits(X, xb)
                 ce = nn.functional.cross_entropy(logits.flatten(0, 1), yb.flatten(),
                                                  reduction="none").reshape(yb.shape)
-                total += ce.sum(1).double()
-        return total / self.m
+                if weights is None:
+                    total += ce.sum(1).double()
+                else:
+                    total += (ce.double() * weights[:, start:start + idx.shape[1]]).sum(1)
+        return total / self.m if weights is None else total
 
     def _local_range(self, start: int, n: int) -> torch.Tensor:
         """``(n, c)`` local sample indices ``start .. start + chunk - 1`` (clipped at m) of every
         agent: one chunk of a full pass."""
-        idx = torch.arange(start, min(self.m, start + self.chunk), device=self.device)
+        idx = torch.arange(start, min(self.parts.shape[1], start + self.chunk),
+                           device=self.device)
         return idx.expand(n, -1)
 
     def loss(self, x) -> float:
@@ -325,23 +346,27 @@ class NeuralProblem(Problem):
     def global_grad(self, x) -> torch.Tensor:
         """``grad f(x)`` (estimated on the ``metric_samples`` subset unless that is None)."""
         row = self._point(x, self.dtype)
-        fx, fy = self._split("train", self.metric_samples)
+        fx, fy, fw = self._split("train", self.metric_samples)
         out = torch.zeros(self.dim, dtype=self.dtype, device=self.device)
         for s in range(0, fy.shape[0], self.chunk):
             xb, yb = self.transform(fx[s:s + self.chunk])[None], fy[s:s + self.chunk][None]
-            out += self._batch_grad(row, xb, yb)[0] * (yb.shape[1] / fy.shape[0])
+            if fw is None:
+                out += self._batch_grad(row, xb, yb)[0] * (yb.shape[1] / fy.shape[0])
+            else:
+                out += self._weighted_grad(row, xb, yb,
+                                           fw[s:s + self.chunk][None].to(self.dtype))[0]
         return out
 
-    def records_per_agent(self) -> int:
-        return self.m
-
     def metric_records(self) -> int:
-        total = self.n_agents * self.m
+        total = int(self.sizes.sum())
         sample = total if self.metric_samples is None else min(total, self.metric_samples)
         return self.metric_passes() * sample
 
     # -- evaluation -------------------------------------------------------------------------
     def _split(self, which, max_samples: int | None):
+        """``(inputs, labels, weights)``: weights None (a plain mean) or, for the training union
+        of unequal local sizes, ``1/(n m_i)`` per record of agent i (summing to 1)."""
+        weights = None
         if isinstance(which, tuple):          # a held-out set of the caller's: (images, labels)
             fx, fy = (torch.as_tensor(np.asarray(v), device=self.device) for v in which)
             fy = fy.to(torch.int64)
@@ -351,14 +376,19 @@ class NeuralProblem(Problem):
         else:
             require(which == "train", "which", which, "'train' or 'test'")
             self._require_all("the training-union metrics")
-            rows = self.parts.reshape(-1)
+            if self.m is not None:
+                rows = self.parts.reshape(-1)
+            else:
+                valid = self._weights > 0
+                rows, weights = self.parts[valid], self._weights[valid] / self.n_agents
             fx, fy = self.features[rows], self.labels[rows]
         if max_samples is not None and max_samples < fy.shape[0]:
             # a fixed, evenly spaced subset: the same for every call (comparable curves)
             sel = torch.linspace(0, fy.shape[0] - 1, max_samples,
                                  device=fy.device).round().long()
             fx, fy = fx[sel], fy[sel]
-        return fx, fy
+            weights = None if weights is None else weights[sel] / weights[sel].sum()
+        return fx, fy, weights
 
     def evaluate_model(self, W: torch.Tensor, which: str | tuple = "test",
                        max_samples: int | None = None) -> dict[str, np.ndarray]:
@@ -367,7 +397,7 @@ class NeuralProblem(Problem):
         spaced subset of ``max_samples``). Computed on the problem's device; the arrays come
         back on the host."""
         W = torch.as_tensor(W, dtype=self.dtype, device=self.device)
-        fx, fy = self._split(which, max_samples)
+        fx, fy, fw = self._split(which, max_samples)
         loss = torch.zeros(W.shape[0], dtype=torch.float64, device=self.device)
         correct = torch.zeros(W.shape[0], dtype=torch.float64, device=self.device)
         step = max(1, (self.chunk * 8) // max(1, W.shape[0]))
@@ -377,9 +407,15 @@ class NeuralProblem(Problem):
                 logits = self._shared_logits(W, xb)                     # (r, b, classes)
                 ce = nn.functional.cross_entropy(logits.flatten(0, 1), yb.repeat(W.shape[0]),
                                                  reduction="none").reshape(W.shape[0], -1)
-                loss += ce.sum(1).double()
-                correct += (logits.argmax(-1) == yb).sum(1).double()
-        n = fy.shape[0]
+                hit = logits.argmax(-1) == yb
+                if fw is None:
+                    loss += ce.sum(1).double()
+                    correct += hit.sum(1).double()
+                else:
+                    wb = fw[s:s + step].double()
+                    loss += (ce.double() * wb).sum(1)
+                    correct += (hit.double() * wb).sum(1)
+        n = fy.shape[0] if fw is None else 1.0
         return {"loss": (loss / n).cpu().numpy(), "accuracy": (correct / n).cpu().numpy()}
 
     def evaluate(self, X: torch.Tensor, which: tuple[str, ...] = ("train", "test"),
@@ -408,24 +444,42 @@ class NeuralProblem(Problem):
         rows, inverse = torch.unique(parts, return_inverse=True)
         self.features, self.labels = self.features[rows], self.labels[rows]
         self.parts = inverse.reshape(parts.shape)
+        self._keep_sizes(slots)
 
     def describe(self) -> dict:
-        return {**super().describe(), "samples_per_agent": self.m,
+        return {**super().describe(), "samples_per_agent": self._sizes_text(),
                 "module": type(self.model).__name__, "parameters": self.dim}
 
     # -- construction -----------------------------------------------------------------------
     @classmethod
     def from_dataset(cls, model: nn.Module, train, n_agents: int, test=None, how: str = "even",
                      seed: int = 0, transform: Transform | None = None, agents=None,
-                     **kw) -> NeuralProblem:
-        """From :class:`dpnet.data.Dataset` objects: ``how="even"`` (random even split, the
-        papers' setting) or ``"label"`` (non-i.i.d., :func:`dpnet.data.split_by_label`).
-        ``agents``: keep only these agents' samples (one rank's partition; the split itself is
-        the same on every rank, drawn from ``seed``)."""
-        parts = partition(train.y, n_agents, how=how, seed=seed).stacked()
+                     partition_params: dict | None = None, **kw) -> NeuralProblem:
+        """From :class:`dpnet.data.Dataset` objects, split by the partitioner ``how`` of
+        :mod:`dpnet.partitions` (``partition_params``: its parameters): ``"even"`` (random
+        even split, the papers' setting), ``"label"`` (label shards), ``"dirichlet"`` (label
+        skew, unequal sizes), ... ``agents``: keep only these agents' samples (one rank's
+        partition; the split itself is the same on every rank, drawn from ``seed``)."""
+        parts = partition(train.y, n_agents, how=how, seed=seed, **(partition_params or {}))
         t = None if test is None else (test.X, test.y)
         problem = cls(model, train.X, train.y, parts, test=t, transform=transform, **kw)
         return problem if agents is None else problem.restrict(agents)
+
+
+def _padded_parts(parts) -> tuple[np.ndarray, np.ndarray]:
+    """``(n, max m_i)`` indices, agent i's row padded with its own first index (padding is never
+    weighted), and the sizes ``m_i``."""
+    if isinstance(parts, np.ndarray | torch.Tensor) and np.ndim(parts) == 2:
+        arr = np.asarray(parts.cpu() if isinstance(parts, torch.Tensor) else parts, np.int64)
+        return arr, np.full(arr.shape[0], arr.shape[1], dtype=np.int64)
+    rows = [np.asarray(p, dtype=np.int64).reshape(-1) for p in parts]
+    require(len(rows) >= 1 and all(r.size >= 1 for r in rows), "parts",
+            f"local sizes {[r.size for r in rows]}", "at least one agent, each with a record")
+    sizes = np.array([r.size for r in rows], dtype=np.int64)
+    width = int(sizes.max())
+    out = np.repeat(np.array([r[0] for r in rows])[:, None], width, axis=1)
+    out[np.arange(width)[None, :] < sizes[:, None]] = np.concatenate(rows)
+    return out, sizes
 
 
 def flat_size(model: nn.Module) -> int:

@@ -78,42 +78,134 @@ def as_clip(clip: Clip | float | None) -> Clip | None:
 SAMPLERS = ("poisson", "fixed")
 
 
-def sample_indices(rng: Streams, k: int, agents: np.ndarray, m: int, batch_size: int,
+def local_sizes_of(m, n: int) -> tuple[np.ndarray, bool]:
+    """``(n,)`` local sizes from one size or per-agent sizes, and whether they are all equal."""
+    sizes = np.broadcast_to(np.asarray(m, dtype=np.int64), (n,))
+    return sizes, bool(sizes.size == 0 or np.all(sizes == sizes[0]))
+
+
+def sample_indices(rng: Streams, k: int, agents: np.ndarray, m, batch_size: int,
                    purpose: str = "sample",
                    device: torch.device | str | None = None) -> torch.Tensor:
-    """``(len(agents), batch_size)`` distinct local sample indices in ``[0, m)`` per agent:
-    uniform without replacement (one uniform draw when ``batch_size == 1``). The streams draw on
-    the host; the indices are then moved to ``device`` (where the data they index lives), one
-    small transfer per step, so every device picks the same samples."""
-    require(1 <= batch_size <= m, "batch_size", batch_size, f"1 <= batch_size <= m = {m}")
+    """``(len(agents), batch_size)`` distinct local sample indices per agent, in ``[0, m_i)``
+    (``m``: one local size or one per agent): uniform without replacement (one uniform draw
+    when ``batch_size == 1``). The streams draw on the host; the indices are then moved to
+    ``device`` (where the data they index lives), one small transfer per step, so every device
+    picks the same samples. Agents with fewer records than the widest draw the same keys and
+    sort their padding last, so an equal split draws what it always drew."""
     agents = np.asarray(agents, dtype=np.int64)
+    sizes, equal = local_sizes_of(m, agents.size)
+    low = int(sizes.min(initial=batch_size))
+    require(1 <= batch_size <= low, "batch_size", batch_size,
+            f"1 <= batch_size <= the smallest local size m_i = {low}")
+    width = int(sizes.max(initial=1))
     if batch_size == 1:
         u = rng.uniform(purpose, k, agents, 1)
-        idx = np.minimum((u * m).astype(np.int64), m - 1)
+        m_col = width if equal else sizes[:, None]
+        idx = np.minimum((u * m_col).astype(np.int64), np.asarray(m_col) - 1)
     else:
-        keys = rng.permutation_keys(purpose, k, agents, m)
+        keys = rng.permutation_keys(purpose, k, agents, width)
+        if not equal:    # records beyond m_i sort after every record: halved keys < 2^63
+            keys = np.where(np.arange(width) < sizes[:, None], keys >> np.uint64(1),
+                            np.uint64(1 << 63))
         idx = np.argpartition(keys, batch_size - 1, axis=1)[:, :batch_size]
     return torch.from_numpy(np.ascontiguousarray(idx)).to(device or "cpu")
 
 
-def poisson_indices(rng: Streams, k: int, agents: np.ndarray, m: int, rate: float,
+def poisson_indices(rng: Streams, k: int, agents: np.ndarray, m, rate,
                     purpose: str = "sample", device: torch.device | str | None = None
                     ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Poisson sampling: each of an agent's m local records is in its batch independently with
-    probability ``rate`` (one uniform per record from the streams). Returns ``(idx, included)``:
-    ``(len(agents), B)`` local indices with the agent's included records first and
-    ``(len(agents), B)`` booleans marking them, B the largest batch drawn (at least 1: the other
-    columns are padding, to be weighted 0)."""
-    require(0 < rate <= 1, "rate", rate, "0 < rate <= 1 (Poisson sampling probability)")
+    """Poisson sampling: each of agent i's m_i local records is in its batch independently with
+    probability ``rate`` (one rate, or one per agent; one uniform per record from the streams).
+    Returns ``(idx, included)``: ``(len(agents), B)`` local indices with the agent's included
+    records first and ``(len(agents), B)`` booleans marking them, B the largest batch drawn (at
+    least 1: the other columns are padding, to be weighted 0)."""
     agents = np.asarray(agents, dtype=np.int64)
-    u = rng.uniform(purpose, k, agents, m)
-    inside = u < rate
+    q = np.asarray(rate, dtype=np.float64)
+    require(bool(np.all((q > 0) & (q <= 1))), "rate", rate,
+            "0 < rate <= 1 (Poisson sampling probability)")
+    sizes, equal = local_sizes_of(m, agents.size)
+    width = int(sizes.max(initial=1))
+    u = rng.uniform(purpose, k, agents, width)
+    inside = u < (q if q.ndim == 0 else q[:, None])
+    if not equal:
+        inside &= np.arange(width) < sizes[:, None]
     width = max(int(inside.sum(axis=1).max(initial=0)), 1)
     # included records sort first (keys in [0, 1)), the rest after (keys in [2, 3))
     idx = np.argsort(np.where(inside, u, u + 2.0), axis=1, kind="stable")[:, :width]
     included = np.take_along_axis(inside, idx, axis=1)
     return (torch.from_numpy(np.ascontiguousarray(idx)).to(device or "cpu"),
             torch.from_numpy(np.ascontiguousarray(included)).to(device or "cpu"))
+
+
+def stack_parts(parts, *arrays: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Agent i's rows ``array[parts[i]]`` of each array, stacked ``(n, max_i m_i, ...)`` and
+    padded with zeros beyond ``m_i``; returns ``(sizes, stacked arrays)``. ``parts``: a
+    :class:`dpnet.partitions.Partition`, a sequence of index arrays, or an ``(n, m)`` array."""
+    parts = [np.asarray(p, dtype=np.int64).reshape(-1) for p in parts]
+    require(len(parts) >= 1, "parts", len(parts), "at least one agent")
+    sizes = np.array([p.size for p in parts], dtype=np.int64)
+    require(bool(np.all(sizes >= 1)), "parts", f"local sizes {sizes.tolist()}",
+            "at least one record per agent")
+    width, n = int(sizes.max()), len(parts)
+    flat = np.concatenate(parts)
+    rows = np.repeat(np.arange(n), sizes)
+    cols = np.arange(flat.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    out = []
+    for a in arrays:
+        a = np.asarray(a)
+        require(flat.max() < a.shape[0], "parts", f"index {int(flat.max())}",
+                f"indices below the {a.shape[0]} records")
+        block = np.zeros((n, width) + a.shape[1:], dtype=a.dtype)
+        block[rows, cols] = a[flat]
+        out.append(block)
+    return sizes, out
+
+
+class LocalRecords:
+    """What a finite-sum problem whose agent i holds ``m_i`` records needs, its records stacked
+    ``(n, width, ...)`` and zero beyond ``m_i`` (:func:`stack_parts`): the sizes, and the mean
+    over each agent's own records. With equal sizes the mean is ``mean(dim=1)`` exactly as
+    before unequal sizes existed (committed results do not move); otherwise the records are
+    weighted ``1/m_i`` and the padding 0."""
+
+    sizes: np.ndarray
+    m: int | None
+    _weights: torch.Tensor | None
+
+    def _set_sizes(self, sizes, n: int, width: int) -> None:
+        sizes = np.full(n, width, dtype=np.int64) if sizes is None else np.asarray(sizes)
+        require(sizes.shape == (n,) and np.issubdtype(sizes.dtype, np.integer)
+                and bool(np.all((sizes >= 1) & (sizes <= width))), "sizes",
+                np.ravel(sizes).tolist(), f"{n} integers in [1, {width}] (records per agent)")
+        self.sizes = sizes.astype(np.int64)
+        equal = bool(np.all(self.sizes == width))
+        self.m = width if equal else None
+        self._weights = None if equal else (
+            (torch.arange(width)[None, :] < torch.from_numpy(self.sizes)[:, None]).double()
+            / torch.from_numpy(self.sizes).double()[:, None])
+
+    def local_sizes(self) -> np.ndarray:
+        return self.sizes
+
+    def _record_weights(self, agents=None) -> float | torch.Tensor:
+        """``1/m`` or the ``(n, width)`` weights ``1/m_i`` (0 on padding) of ``agents``."""
+        if self._weights is None:
+            return 1.0 / self.m
+        return self._rows(self._weights, agents)
+
+    def _record_mean(self, values: torch.Tensor, agents=None) -> torch.Tensor:
+        """``(n,)`` mean of ``values`` ``(n, width)`` over each agent's own records."""
+        if self._weights is None:
+            return values.mean(dim=1)
+        return (values * self._record_weights(agents)).sum(dim=1)
+
+    def _keep_sizes(self, slots) -> None:
+        if self._weights is not None:
+            self._weights = self._weights[self._index(slots)]
+
+    def _sizes_text(self):
+        return self.m if self.m is not None else self.sizes.tolist()
 
 
 def clipped_grad_sum(problem, X: torch.Tensor, idx: torch.Tensor, weights: torch.Tensor,
@@ -140,8 +232,8 @@ def clipped_stochastic_grad(problem, X: torch.Tensor, rng: Streams, k: int, batc
     if sampling == "poisson":
         require(clip is not None, "clip", clip, "a clipping bound with sampling='poisson'")
         _require_per_sample(problem, clip)
-        idx, included = poisson_indices(rng, k, agents, problem.m, batch_size / problem.m,
-                                        purpose, X.device)
+        m = problem.local_sizes()[np.asarray(agents, dtype=np.int64)]
+        idx, included = poisson_indices(rng, k, agents, m, batch_size / m, purpose, X.device)
         return clipped_grad_sum(problem, X, idx, included, clip, agents) / batch_size
     if clip is None:
         return problem.stochastic_grad(X, rng, k, batch_size, agents, purpose)

@@ -12,19 +12,20 @@ import torch
 from ..errors import ParameterError, positive, positive_int, require
 from ..rng import Streams
 from .base import Problem, logistic_curvature, minimize_global
-from .stochastic import Clip, as_clip, sample_indices
+from .stochastic import Clip, LocalRecords, as_clip, sample_indices
 
 
 def _rng(seed: int) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
-class NonconvexLogistic(Problem):
+class NonconvexLogistic(LocalRecords, Problem):
     """Binary classification with a nonconvex regulariser (paper 000 eq. (37), paper 004 §V):
 
-    ``f_i(x) = (1/m) sum_j log(1 + exp(-u_ij x^T v_ij)) + sum_s lam*alpha*x_s^2 / (1 + alpha*x_s^2)``
+    ``f_i(x) = (1/m_i) sum_j log(1 + exp(-u_ij x^T v_ij)) + sum_s lam*alpha*x_s^2/(1 + alpha*x_s^2)``
 
-    ``features`` has shape ``(n, m, d)`` (the ``v_ij``), ``labels`` ``(n, m)`` with entries +-1.
+    ``features`` has shape ``(n, m, d)`` (the ``v_ij``), ``labels`` ``(n, m)`` with entries +-1;
+    ``sizes``: optional local sizes ``m_i <= m`` (agent i's first ``m_i`` rows are its records).
     Global objective: the average ``(1/n) sum_i f_i`` (``convention="sum"`` for paper 004).
     A finite sum over records: minibatches sample local records, and each per-sample gradient
     (its loss term plus the data-free regulariser, as ``l_i`` in Huo et al.) can be clipped."""
@@ -33,34 +34,47 @@ class NonconvexLogistic(Problem):
     supports_clip = True
 
     def __init__(self, features, labels, lam: float = 1e-3, alpha: float = 1.0,
-                 convention: str = "average") -> None:
+                 convention: str = "average", sizes=None) -> None:
         V = torch.as_tensor(np.asarray(features), dtype=torch.float64)
         u = torch.as_tensor(np.asarray(labels), dtype=torch.float64)
         require(V.ndim == 3, "features", tuple(V.shape), "shape (n_agents, samples, dim)")
         require(tuple(u.shape) == tuple(V.shape[:2]), "labels", tuple(u.shape),
                 f"shape (n_agents, samples) = {tuple(V.shape[:2])}")
+        self._set_sizes(sizes, V.shape[0], V.shape[1])
+        if self.m is None:    # padding: zero features, label +1, never read but kept finite
+            pad = torch.arange(V.shape[1])[None, :] >= torch.from_numpy(self.sizes)[:, None]
+            V, u = V.masked_fill(pad[:, :, None], 0.0), u.masked_fill(pad, 1.0)
         require(bool(torch.all(u.abs() == 1)), "labels", "values", "every label is -1 or +1")
         require(convention in ("average", "sum"), "convention", convention, "'average' or 'sum'")
         self.V, self.u = V, u
         self.lam, self.alpha = float(lam), positive("alpha", alpha)
         require(self.lam >= 0, "lam", lam, "lam >= 0")
-        self.n_agents, self.m, self.dim = V.shape
+        self.n_agents, _, self.dim = V.shape
         self.convention = convention
         self.UV = u[:, :, None] * V          # u_ij v_ij, reused by every gradient
         self._L: float | None = None
         self._opt: torch.Tensor | None = None
 
     @classmethod
-    def random(cls, n_agents: int = 6, samples: int = 200, dim: int = 10, seed: int = 0,
+    def random(cls, n_agents: int = 6, samples=200, dim: int = 10, seed: int = 0,
                lam: float = 1e-3, alpha: float = 1.0, convention: str = "average",
                feature_scale: float = 1.0) -> NonconvexLogistic:
-        """The papers' data: ``v_ij ~ N(0, feature_scale^2 I_d)``, ``u_ij`` uniform on {-1, +1}."""
-        n, m, d = (positive_int(k, v) for k, v in
-                   (("n_agents", n_agents), ("samples", samples), ("dim", dim)))
+        """The papers' data: ``v_ij ~ N(0, feature_scale^2 I_d)``, ``u_ij`` uniform on {-1, +1};
+        ``samples``: records per agent, one number or one per agent (unequal local sizes: the
+        draws of the widest agent, each agent keeping its first ``m_i``)."""
+        n, d = (positive_int(k, v) for k, v in (("n_agents", n_agents), ("dim", dim)))
+        sizes = None
+        if np.ndim(samples) == 0:
+            m = positive_int("samples", samples)
+        else:
+            sizes = np.asarray(samples)
+            require(sizes.shape == (n,), "samples", list(np.ravel(sizes)),
+                    f"one number or {n} (one per agent)")
+            m = int(sizes.max())
         rng = _rng(seed)
         V = feature_scale * rng.standard_normal((n, m, d))
         u = rng.choice([-1.0, 1.0], size=(n, m))
-        return cls(V, u, lam=lam, alpha=alpha, convention=convention)
+        return cls(V, u, lam=lam, alpha=alpha, convention=convention, sizes=sizes)
 
     def _sel(self, agents):
         return self._agents(agents), self._rows(self.UV, agents)
@@ -68,13 +82,14 @@ class NonconvexLogistic(Problem):
     def _keep(self, slots):
         s = self._index(slots)
         self.V, self.u, self.UV = self.V[s], self.u[s], self.UV[s]
+        self._keep_sizes(slots)
 
     def grad(self, X, agents=None):
         a, UV = self._sel(agents)
         z = torch.einsum("nmd,nd->nm", UV, X)              # u x^T v
         # d/dz log(1+e^{-z}) = -sigmoid(-z); the -1/m goes on the small (n, m) factor, and the
         # regulariser 2 lam alpha x / (1 + alpha x^2)^2 is built in place: fewer (n, d) passes
-        s = torch.sigmoid(-z).mul_(-1.0 / self.m)
+        s = torch.sigmoid(-z).mul_(-self._record_weights(agents))
         g = torch.einsum("nm,nmd->nd", s, UV)
         denominator = (X * X).mul_(self.alpha).add_(1.0).square_()
         return g.addcdiv_(X, denominator, value=2.0 * self.lam * self.alpha)
@@ -83,8 +98,7 @@ class NonconvexLogistic(Problem):
                         clip: Clip | float | None = None):
         a = self._agents(agents)
         B = positive_int("batch_size", batch_size)
-        require(B <= self.m, "batch_size", B, f"batch_size <= local samples m = {self.m}")
-        idx = sample_indices(rng, k, a, self.m, B, purpose, device=self.device)
+        idx = sample_indices(rng, k, a, self.sizes[a], B, purpose, device=self.device)
         G = self.per_sample_grads(self.UV[self._index(self._slot(a))[:, None], idx], X)
         clip = as_clip(clip)
         return (G if clip is None else clip.apply(G)).mean(dim=1)
@@ -107,9 +121,9 @@ class NonconvexLogistic(Problem):
         x = self._point(x).reshape(-1)
         z = torch.einsum("nmd,d->nm", self.UV, x)
         ax2 = self.alpha * x * x
-        data = float(torch.nn.functional.softplus(-z).mean(dim=1).sum())
+        data = float(self._record_mean(torch.nn.functional.softplus(-z)).sum())
         loss = (data + self.n_agents * float((self.lam * ax2 / (1.0 + ax2)).sum())) * self._scale()
-        s = torch.sigmoid(-z).mul_(-1.0 / self.m)
+        s = torch.sigmoid(-z).mul_(-self._record_weights())
         g = s.reshape(-1) @ self.UV.reshape(-1, self.dim)   # one matvec (einsum: 8x longer)
         g += self.n_agents * 2.0 * self.lam * self.alpha * x / (1.0 + ax2) ** 2
         return loss, g * self._scale()
@@ -117,7 +131,7 @@ class NonconvexLogistic(Problem):
     def local_loss(self, X, agents=None):
         a, UV = self._sel(agents)
         z = torch.einsum("nmd,nd->nm", UV, X)
-        data = torch.nn.functional.softplus(-z).mean(dim=1)
+        data = self._record_mean(torch.nn.functional.softplus(-z), agents)
         ax2 = self.alpha * X * X
         return data + (self.lam * ax2 / (1.0 + ax2)).sum(dim=1)
 
@@ -126,7 +140,7 @@ class NonconvexLogistic(Problem):
         """``max_i lambda_max(V_i^T V_i)/(4m) + 2 lam alpha`` (logistic curvature <= 1/4; the
         regulariser's second derivative is at most ``2 lam alpha``, attained at 0)."""
         if self._L is None:
-            self._L = logistic_curvature(self.V) + 2 * self.lam * self.alpha
+            self._L = logistic_curvature(self.V, self.sizes) + 2 * self.lam * self.alpha
         return self._L
 
     def gradient_bound(self) -> float:
@@ -135,7 +149,7 @@ class NonconvexLogistic(Problem):
         derivative ``2 lam alpha x/(1+alpha x^2)^2`` peaks at ``x = 1/sqrt(3 alpha)``."""
         if self.held is not None:
             return self._held_constant("gradient_bound")
-        data = float(torch.linalg.vector_norm(self.V, dim=2).mean(dim=1).max())
+        data = float(self._record_mean(torch.linalg.vector_norm(self.V, dim=2)).max())
         reg = math.sqrt(self.dim) * (9.0 / 8.0) * self.lam * math.sqrt(self.alpha / 3.0)
         return data + reg
 
@@ -150,7 +164,8 @@ class NonconvexLogistic(Problem):
         return self._opt.clone()
 
     def describe(self):
-        return {**super().describe(), "samples": self.m, "lam": self.lam, "alpha": self.alpha}
+        return {**super().describe(), "samples": self._sizes_text(), "lam": self.lam,
+                "alpha": self.alpha}
 
 
 class SinCos(Problem):

@@ -96,6 +96,9 @@ class LinearRecords(Problem):
         self.n_agents, self.m, self.dim = self.c.shape
         self._L = float(smoothness)
 
+    def local_sizes(self) -> np.ndarray:
+        return np.full(self.n_agents, self.m, dtype=np.int64)
+
     def grad(self, X, agents=None):
         return self.c[self._agents(agents)].mean(1).to(X.dtype).expand_as(X).clone()
 
@@ -170,6 +173,9 @@ class RecordPair(Problem):
         self.record = torch.as_tensor(sign * R * u, dtype=torch.float64)
         self.others = torch.as_tensor(rest * R * u, dtype=torch.float64)
         self.agent, self._L = int(agent), float(smoothness)
+
+    def local_sizes(self) -> np.ndarray:
+        return np.full(self.n_agents, self.m, dtype=np.int64)
 
     def _rows(self, agents, X):
         a = self._agents(agents)
@@ -291,6 +297,13 @@ class BatchProblem(Problem):
         self.n_agents = self.base_n * self.world.size
         self.dim = self.problems[0].dim
         self.convention = self.problems[0].convention
+
+    def local_sizes(self) -> np.ndarray | None:
+        """Copy c's agents hold what ``problems[world[c]]``'s agents hold."""
+        sizes = [p.local_sizes() for p in self.problems]
+        if any(s is None for s in sizes):
+            return None
+        return np.stack(sizes)[self.world].reshape(-1)
 
     def _blocks(self, agents):
         a = self._agents(agents)

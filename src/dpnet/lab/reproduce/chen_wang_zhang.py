@@ -22,7 +22,6 @@ from __future__ import annotations
 import functools
 import math
 import time
-from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -35,6 +34,7 @@ from ...network import Network
 from ...noise import Laplace
 from ...privacy import chen_wang_zhang as lemma5
 from ...privacy import yan
+from ...problems import ProblemConstants
 from ...rng import Streams
 from ...runner import run
 from .. import source
@@ -198,7 +198,7 @@ KANG_DELTA = 1e-5
 def baseline_epsilon(method: str, noise: float, d: int, D: int, points: int) -> dict:
     """A baseline's (epsilon, delta) after k + 1 iterations by its own accountant (C = 1, l2)."""
     alg, graph = baselines(BATCH, d, noise)[method]
-    prob, ks, eps, delta = SimpleNamespace(dim=d, m=D, n_agents=N_AGENTS), _ks(points), [], []
+    prob, ks, eps, delta = ProblemConstants(N_AGENTS, d, records_per_agent=D), _ks(points), [], []
     for k in ks:
         pg = alg.privacy(prob, graph, iterations=k + 1, **(
             {"l1_gradient_bound": C_ADJ * math.sqrt(d) / (2.0 * ORACLE_BATCH)}
