@@ -104,8 +104,10 @@ def test_unknown_names_list_the_known_ones():
     with pytest.raises(UnknownNameError) as err:
         graphs.from_spec({"name": "torus", "n": 4})
     assert str(err.value) == ("unknown graph 'torus'; known graphs: circulant, complete, "
-                              "erdos_renyi, explicit, geometric, grid, path, ring, star")
-    with pytest.raises(UnknownNameError, match="known problems: logistic_regression, nonconvex_logistic"):
+                              "erdos_renyi, explicit, geometric, grid, path, ring, star, "
+                              "watts_strogatz")
+    with pytest.raises(UnknownNameError,
+                       match="known problems: logistic_regression, neural, nonconvex_logistic"):
         problems.from_spec({"name": "mnist"})
     with pytest.raises(UnknownNameError, match="known compressors: identity"):
         compression.from_spec("gzip")

@@ -24,6 +24,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .registry import Registry
+
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR_STD = (0.2470, 0.2435, 0.2616)
@@ -163,3 +165,13 @@ def resnet18(seed: int = 0, in_channels: int = 1, width: int = 64, norm: str = "
              classes: int = 10) -> ResNet18:
     """ResNet-18 for 28x28 grey (``in_channels=1``) or 32x32 colour (3) images."""
     return _seeded(lambda: ResNet18(in_channels, classes, width, norm), seed)
+
+
+#: the model factories a configuration names (``model = "mnist_cnn"``), each ``(seed, **kw)``
+MODELS: Registry = Registry("model", "dpnet.models")
+for _factory in (mnist_cnn, cifar_cnn, resnet18):
+    MODELS.register(_factory.__name__, _factory)
+#: the input transform of each built-in image dataset
+TRANSFORMS: Registry = Registry("dataset transform", "dpnet.models")
+TRANSFORMS.register("mnist", mnist_transform)
+TRANSFORMS.register("cifar10", cifar_transform)

@@ -12,6 +12,7 @@ package, and a user's module registers new names beside them).
 from __future__ import annotations
 
 import contextlib
+import importlib
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
@@ -97,3 +98,24 @@ class Registry(Mapping[str, T], Generic[T]):
 
     def __repr__(self) -> str:
         return f"Registry({self.kind!r}, {len(self)} entries: {', '.join(self._entries)})"
+
+
+def resolve(target: str, what: str) -> Any:
+    """The object an import path names: ``"package.module:name"`` (Hydra's ``_target_``
+    convention, with a colon between the module and the attribute, which may be dotted). A path
+    without a colon, a module that does not import or a missing attribute is an error naming
+    ``what`` (the configuration key) and the path."""
+    if not isinstance(target, str) or target.count(":") != 1:
+        raise ParameterError(what, target, "an import path 'package.module:name'")
+    module_name, _, attr = target.partition(":")
+    try:
+        obj = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ParameterError(what, target, f"an importable module ({module_name!r}: {err})"
+                             ) from None
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            known = sorted(n for n in vars(obj) if not n.startswith("_"))
+            raise UnknownNameError(f"{what} attribute", f"{module_name}:{attr}", known)
+        obj = getattr(obj, part)
+    return obj

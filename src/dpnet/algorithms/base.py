@@ -39,7 +39,7 @@ from ..privacy.assumptions import Assumptions
 from ..privacy.calibration import calibrate
 from ..privacy.guarantee import PrivacyGuarantee
 from ..problems.base import Problem
-from ..registry import Registry
+from ..registry import Registry, resolve
 from ..rng import Streams
 
 State = dict[str, torch.Tensor]
@@ -263,7 +263,13 @@ register = REGISTRY.decorator(lambda cls: cls.name)
 
 
 def get(name: str) -> type[Algorithm]:
-    """The algorithm class called ``name`` (case and ``-``/``_`` do not matter)."""
+    """The algorithm class called ``name`` (case and ``-``/``_`` do not matter), or a user's
+    class by import path ``"package.module:Class"`` (an :class:`Algorithm` subclass)."""
+    if isinstance(name, str) and ":" in name:
+        cls = resolve(name, "algorithm")
+        require(isinstance(cls, type) and issubclass(cls, Algorithm), "algorithm", name,
+                "an import path to an Algorithm subclass")
+        return cls
     key = name.lower().replace("-", "_") if isinstance(name, str) else name
     if key not in REGISTRY:
         raise UnknownNameError("algorithm", str(name), REGISTRY)

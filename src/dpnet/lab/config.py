@@ -30,8 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import algorithms, compression, distributed, graphs, noise, problems, runner
+from .. import algorithms, compression, distributed, graphs, noise, partitions, problems, runner
 from ..errors import DPNetError, ParameterError, UnknownNameError
+from ..registry import resolve
 from . import report
 
 #: the run's scalars: key -> (condition, check)
@@ -165,6 +166,8 @@ def _graph_keys(table: dict) -> set[str] | None:
     name = table["name"]
     if name == "explicit":
         return {"name", "W"}
+    if isinstance(name, str) and ":" in name:     # a user's factory: its own keys
+        return _accepted(resolve(name, "graph.name"), ("name",))
     if name not in graphs.CONSTRUCTORS:
         raise UnknownNameError("graph", str(name), [*graphs.CONSTRUCTORS, "explicit"])
     return _accepted(graphs.CONSTRUCTORS[name], ("name",))
@@ -172,11 +175,21 @@ def _graph_keys(table: dict) -> set[str] | None:
 
 def _problem_keys(table: dict) -> set[str] | None:
     name = table["name"]
-    if name == "logistic_regression":
-        return _accepted(problems.LogisticRegression.partition,
-                         ("name", "dataset", "split", "verify"))
+    if isinstance(name, str) and ":" in name:     # a user's factory: its own keys
+        return _accepted(resolve(name, "problem.name"), ("name",))
+    if name in problems.DATA_PROBLEMS:
+        # the partitioner named by "how" brings its own parameters (alpha, beta, sizes, ...)
+        how = table.get("how", "even")
+        if how not in partitions.PARTITIONERS:
+            raise UnknownNameError("problem.how", str(how), partitions.PARTITIONERS)
+        own = (_accepted(partitions.PARTITIONERS[how]) or set()) - {"records", "n_agents"}
+        if name == "neural":
+            return {*problems.NEURAL_KEYS, *own}
+        named = set(inspect.signature(problems.LogisticRegression.partition).parameters)
+        return named - {"cls", "params", "X", "y", "agents"} | {
+            "name", "dataset", "split", "verify", *own}
     if name not in problems.RANDOM:
-        raise UnknownNameError("problem", str(name), [*problems.RANDOM, "logistic_regression"])
+        raise UnknownNameError("problem", str(name), [*problems.RANDOM, *problems.DATA_PROBLEMS])
     return _accepted(problems.RANDOM[name].random, ("name",))
 
 
