@@ -136,3 +136,22 @@ def test_dpnet_privacy_accounts_dp_sgd_from_its_records_rate_and_epochs(capsys):
     assert main(["privacy", "dp_sgd", "--lr", "0.1", "--noise-multiplier", "1", "--rate", "0.1",
                  "--epochs", "1", "--delta", "1e-5"]) == 2
     assert "--records-per-agent" in capsys.readouterr().err
+
+
+def test_a_users_algorithm_with_a_mechanism_is_accounted_by_default():
+    # no default_accountant declared: the generic PLD of its releases, never "no guarantee"
+    scratch = ScratchDPSGD("replace_one", 2 * C)
+    assert scratch.privacy(PROBLEM, GRAPH, T, delta=1e-5).epsilon == \
+        scratch.privacy(PROBLEM, GRAPH, T, accountant="pld", delta=1e-5).epsilon
+
+    class Undescribed(Algorithm):
+        name, private = "undescribed", True
+
+        def init(self, ctx, x0):
+            return {"x": x0}
+
+        def step(self, ctx, state, k):
+            return state
+
+    with pytest.raises(ParameterError, match="no default_accountant and no mechanism"):
+        Undescribed().privacy(PROBLEM, GRAPH, T, delta=1e-5)

@@ -176,6 +176,15 @@ def account(algorithm, problem, graph, iterations: int | None,
     ``default_accountant``); see the module docstring for how names are checked."""
     table = available(algorithm)
     name = accountant or getattr(algorithm, "default_accountant", None)
+    private = getattr(algorithm, "private", False)
+    if name is None and private and describes_mechanism(algorithm):
+        # a private algorithm that describes its releases gets the generic PLD account of
+        # them, never "no guarantee" for want of a declared default
+        name = "pld"
+    elif name is None and private:
+        raise ParameterError("accountant", None, f"an accountant for the private algorithm "
+                             f"{algorithm.name}: it declares no default_accountant and no "
+                             "mechanism() for the generic ones")
     if name is None:
         check_names("privacy constant", constants, ASSUMPTIONS)
         Assumptions.of(assumptions, **constants)
