@@ -104,7 +104,8 @@ def test_unknown_names_list_the_known_ones():
     with pytest.raises(UnknownNameError) as err:
         graphs.from_spec({"name": "torus", "n": 4})
     assert str(err.value) == ("unknown graph 'torus'; known graphs: circulant, complete, "
-                              "erdos_renyi, explicit, geometric, grid, path, ring, star, "
+                              "cyclic, erdos_renyi, explicit, geometric, grid, link_failures, "
+                              "one_peer_exponential, path, random_matchings, ring, star, "
                               "watts_strogatz")
     with pytest.raises(UnknownNameError,
                        match="known problems: logistic_regression, neural, nonconvex_logistic"):

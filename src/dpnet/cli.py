@@ -69,7 +69,7 @@ def cmd_list(args) -> int:
         "algorithms": {k: (v.paper or v.__doc__ or "").strip().splitlines()[0]
                        for k, v in algorithms.available().items()},
         "graphs": {k: (v.__doc__ or "").strip().splitlines()[0] if v.__doc__ else ""
-                   for k, v in graphs.CONSTRUCTORS.items()},
+                   for k, v in {**graphs.CONSTRUCTORS, **graphs.SCHEDULES}.items()},
         "compressors": {k: (v.__doc__ or "").strip().splitlines()[0]
                         for k, v in compression.REGISTRY.items()},
         "problems": {**{k: (v.__doc__ or "").strip().splitlines()[0]

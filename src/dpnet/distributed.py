@@ -462,6 +462,9 @@ def run(algorithm, problem, graph: Graph, iterations: int, *, split: Sequence[in
     ``resume=True`` continues from the newest iteration all ranks saved (``"auto"``: if there is
     one, else from the start, for restarts under ``torchrun --max-restarts``). Other keyword
     arguments are :func:`dpnet.run`'s."""
+    require(not getattr(graph, "time_varying", False), "graph", getattr(graph, "name", graph),
+            "a fixed graph: the distributed backend's halo exchange is built once for one "
+            "neighbourhood (time-varying graphs run on the simulated network, dpnet.run)")
     init_from_env(timeout)
     require(resume in (True, False, "auto"), "resume", resume, "True, False or 'auto'")
     net = DistributedNetwork(graph, record=record, float_bits=float_bits, rng=Streams(seed),

@@ -213,7 +213,9 @@ class Network:
                  device: torch.device | str = "cpu") -> None:
         require(float_bits in (16, 32, 64), "float_bits", float_bits, "one of 16, 32, 64")
         self.device = torch.device(device)
-        self.graph = graph
+        # a time-varying graph: the round's graph is set by set_iteration
+        self.schedule = graph if getattr(graph, "time_varying", False) else None
+        self.graph = graph.at(0) if self.schedule is not None else graph
         self.n = graph.n
         self.float_bits = float_bits
         self.rng = rng if rng is not None else Streams(0)
@@ -244,6 +246,12 @@ class Network:
 
     def set_iteration(self, k: int) -> None:
         self.iteration = int(k)
+        if self.schedule is not None:
+            graph = self.schedule.at(self.iteration)
+            if graph is not self.graph:       # the round's operators are built on first use
+                self.graph = graph
+                self._ops.clear()
+                self._receivers.clear()
 
     # -- communication ----------------------------------------------------------------------
     def receivers(self, matrix: str = "W") -> np.ndarray:

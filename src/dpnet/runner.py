@@ -52,8 +52,9 @@ import numpy as np
 import torch
 
 from .algorithms.base import Algorithm, Context, State
+from .algorithms.base import available as algorithms_available
 from .errors import NonFiniteError, ParameterError, positive_int
-from .graphs import Graph
+from .graphs import Graph, GraphSchedule
 from .network import BitLedger, Network, Transcript
 from .privacy.guarantee import PrivacyGuarantee
 from .problems.base import Problem, canonical_device, ranges_text
@@ -342,9 +343,11 @@ def run(algorithm: Algorithm, problem: Problem, graph: Graph, iterations: int,
     The :meth:`Result.diagnosis` lines (objective ended above its start, epsilon above 10) are
     emitted as :class:`RunDiagnosis` warnings."""
     for name, value, kind in (("algorithm", algorithm, Algorithm), ("problem", problem, Problem),
-                              ("graph", graph, Graph)):
+                              ("graph", graph, (Graph, GraphSchedule))):
         if not isinstance(value, kind):
-            raise ParameterError(name, value, f"a {kind.__module__}.{kind.__name__}")
+            what = " or ".join(f"a {k.__module__}.{k.__name__}" for k in
+                               (kind if isinstance(kind, tuple) else (kind,)))
+            raise ParameterError(name, value, what)
     if isinstance(iterations, bool) or not isinstance(iterations, int | np.integer) \
             or iterations < 0:
         raise ParameterError("iterations", iterations, "an integer >= 0 (0: the start x0 only)")
@@ -356,6 +359,18 @@ def run(algorithm: Algorithm, problem: Problem, graph: Graph, iterations: int,
     for line in res.diagnosis():
         warnings.warn(f"{res.algorithm}: {line}", RunDiagnosis, stacklevel=2)
     return res
+
+
+def _check_schedule(algorithm, schedule) -> None:
+    """A time-varying graph for an algorithm whose theorems allow one, each checked round's W
+    doubly stochastic and nonnegative and the union connected; a named error otherwise."""
+    if not algorithm.time_varying_graphs:
+        from_theorems = sorted(n for n, c in algorithms_available().items()
+                               if c.time_varying_graphs)
+        raise ParameterError("graph", schedule.name, f"a fixed graph for {algorithm.name}: its "
+                             "theorems assume one W (algorithms whose theorems allow a "
+                             f"time-varying W: {', '.join(from_theorems)})")
+    schedule.require_time_varying_ok(algorithm.name)
 
 
 def _run(algorithm, problem, graph, iterations, x0, seed, log_every, record, float_bits, reference,
@@ -370,7 +385,10 @@ def _run(algorithm, problem, graph, iterations, x0, seed, log_every, record, flo
         raise ParameterError("device", str(device), f"the network's device ({network.device})")
     if problem.n_agents != graph.n:
         raise ParameterError("graph.n", graph.n, f"the problem has n_agents = {problem.n_agents}")
-    algorithm.check_graph(graph)
+    if getattr(graph, "time_varying", False):
+        _check_schedule(algorithm, graph)
+    else:
+        algorithm.check_graph(graph)
     algorithm.check_problem(problem)
     rng = Streams(seed)
     # the state's dtype is the problem's (a NeuralProblem's rows are float32)

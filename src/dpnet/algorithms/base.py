@@ -84,6 +84,10 @@ class Algorithm(ABC):
     name: ClassVar[str] = "algorithm"
     paper: ClassVar[str] = ""
     private: ClassVar[bool] = False
+    #: whether the algorithm's theorems allow a time-varying W (a
+    #: :class:`~dpnet.graphs.schedule.GraphSchedule`): each W_k doubly stochastic, the union
+    #: over rounds connected; the runner refuses a schedule otherwise
+    time_varying_graphs: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Every constructor is followed by :meth:`_check_noise_arguments`, so a wrong noise

@@ -36,6 +36,8 @@ from .dp_sgd import DPSGD, account, rdp_curve
 
 @register
 class DECOR(DPSGD):
+    # the pairwise secrets live on the fixed graph's edges and its account reads its Laplacian
+    time_varying_graphs = False
     name = "decor"
     paper = ("Allouah et al., ICML 2024 (DECOR: decentralized DP-SGD with pairwise-cancelling "
              "correlated noise)")

@@ -18,6 +18,9 @@ from .base import Algorithm, Context, State, register
 class DGD(Algorithm):
     name = "dgd"
     paper = "Nedic & Ozdaglar (2009), combine-then-adapt form"
+    # Nedic & Olshevsky (2015) and Koloskova et al. (2020): any doubly stochastic W_k whose
+    # union over a window is connected
+    time_varying_graphs = True
 
     def __init__(self, eta: float, power: float = 0.0, batch_size: int | None = None) -> None:
         self.eta = positive("eta", eta)

@@ -52,6 +52,9 @@ class DPSGD(Algorithm):
     name = "dp_sgd"
     paper = "Abadi et al. 2016 (DP-SGD) with one gossip step per round (D-SGD with local DP)"
     private = True
+    # D-SGD's analysis (Koloskova et al. 2020) allows doubly stochastic W_k; the account is a
+    # post-processing of each agent's noisy sums, whatever the graph of each round
+    time_varying_graphs = True
 
     def __init__(self, lr: float, noise_multiplier: float, clip: float = 1.0,
                  sampling: str = "poisson", rate: float | None = None,

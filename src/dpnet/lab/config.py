@@ -168,8 +168,11 @@ def _graph_keys(table: dict) -> set[str] | None:
         return {"name", "W"}
     if isinstance(name, str) and ":" in name:     # a user's factory: its own keys
         return _accepted(resolve(name, "graph.name"), ("name",))
+    if name in graphs.SCHEDULES:
+        return _accepted(graphs.SCHEDULES[name], ("name",))
     if name not in graphs.CONSTRUCTORS:
-        raise UnknownNameError("graph", str(name), [*graphs.CONSTRUCTORS, "explicit"])
+        raise UnknownNameError("graph", str(name), [*graphs.CONSTRUCTORS, *graphs.SCHEDULES,
+                                                    "explicit"])
     return _accepted(graphs.CONSTRUCTORS[name], ("name",))
 
 
