@@ -164,3 +164,34 @@ def test_real_mnist_and_cifar_verified():
     c = data.load_cifar10("test", download=False)
     assert c.degraded and c.X.shape == (10000, 32, 32, 3)
     assert np.bincount(c.y).tolist() == [1000] * 10
+
+
+def test_a_libsvm_file_of_your_own(tmp_path):
+    path = tmp_path / "mine.svm"
+    path.write_text("1 1:0.5 3:1\n2 2:1\n1 1:0.25 2:0.5\n2 3:0.75\n")
+    ds = data.load_libsvm(str(path))
+    assert ds.X.shape == (4, 3) and ds.binary_labels().tolist() == [-1, 1, -1, 1]
+    assert "not verified" in ds.notes[0]
+    key = data.libsvm_file_key(path)
+    assert key.endswith(hashlib.sha256(path.read_bytes()).hexdigest())
+    assert data.load_libsvm(key).X.shape == (4, 3)
+    path.write_text("1 1:0.5\n2 2:1\n")                # changed since it was named: refused
+    with pytest.raises(ParameterError, match="changed since it was named"):
+        data.load_libsvm(key)
+    with pytest.raises(ParameterError, match="existing LIBSVM file"):
+        data.load_libsvm(str(tmp_path / "nothing.svm"))
+    with pytest.raises(ParameterError, match="LIBSVM text file"):
+        (tmp_path / "bad.svm").write_text("this is not libsvm\n")
+        data.load_libsvm(str(tmp_path / "bad.svm"))
+
+
+def test_a_configuration_reads_your_libsvm_file_with_its_labels_as_minus_and_plus_one(tmp_path):
+    from dpnet import problems
+
+    rng = np.random.default_rng(0)
+    rows = [f"{1 + (i % 2)} 1:{rng.random():.3f} 2:{rng.random():.3f}" for i in range(40)]
+    (tmp_path / "mine.svm").write_text("\n".join(rows) + "\n")
+    p = problems.from_spec({"name": "logistic_regression", "dataset": str(tmp_path / "mine.svm"),
+                            "n_agents": 4, "how": "iid"})
+    # labels 1 and 2 (mushrooms' convention) become -1 and +1, not two "positive" classes
+    assert sorted(np.unique(p.b.numpy()).tolist()) == [-1.0, 1.0]

@@ -24,7 +24,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from . import algorithms, compression, distributed, graphs, partitions, problems
+from . import algorithms, compression, data, distributed, graphs, partitions, problems
 from .errors import DPNetError, ParameterError, UnknownNameError, positive_int, require
 from .lab import audit, compare, config, report, reproduce, store, sweep
 from .privacy import accountants
@@ -320,6 +320,8 @@ def cmd_compare(args, progress: bool = False) -> int:
         if not set(readers) & set(tasks):
             raise ParameterError("--dataset", args.dataset, f"a task that reads a dataset "
                                  f"({', '.join(readers)}); {', '.join(tasks)} read none")
+        if args.dataset not in data.LIBSVM:     # a file of your own, named with its content
+            args.dataset = data.libsvm_file_key(args.dataset)
     if args.audit < 0 or (args.audit_per_task is not None and args.audit_per_task < 1):
         raise ParameterError("--audit", args.audit, "a number of runs >= 0 (--audit-per-task "
                              ">= 1)")

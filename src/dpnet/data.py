@@ -392,7 +392,8 @@ def load_libsvm(name: str, split: str = "train", root: str | Path | None = None,
     from sklearn.datasets import load_svmlight_file
 
     if name not in LIBSVM:
-        raise ParameterError("name", name, f"one of {sorted(LIBSVM)}")
+        require(split == "train", "split", split, "'train' for a LIBSVM file of your own")
+        return load_libsvm_file(name, dtype)
     train_key, test_key, n_features = LIBSVM[name]
     require(split in ("train", "test"), "split", split, "'train' or 'test'")
     key = train_key if split == "train" else test_key
@@ -412,6 +413,38 @@ def load_libsvm(name: str, split: str = "train", root: str | Path | None = None,
         _check_facts(path, X, y, spec.facts or {})
     return Dataset(name, split, X, y.astype(np.int64), source=(str(path),),
                    notes=(f"{name} ({split}) from {path.name}: {X.shape[0]} x {X.shape[1]}",))
+
+
+def libsvm_file_key(path: str | Path) -> str:
+    """``"<absolute path>#sha256=<digest>"``: a LIBSVM file of your own named with its content,
+    so that a cached result of it is never reused for another content."""
+    file = Path(path).expanduser().resolve()
+    require(file.is_file(), "dataset", str(path), f"one of {sorted(LIBSVM)} or an existing "
+            "LIBSVM file")
+    return f"{file}#sha256={_digest(file, 'sha256')}"
+
+
+def load_libsvm_file(path: str | Path, dtype=np.float64) -> Dataset:
+    """A LIBSVM file of your own (``path``, or :func:`libsvm_file_key`'s ``path#sha256=...``,
+    whose content must still have that digest). No published checksum exists for it, so the
+    dataset's notes say it was not verified against one."""
+    from sklearn.datasets import load_svmlight_file
+
+    text, _, want = str(path).partition("#sha256=")
+    file = Path(text).expanduser()
+    if not file.is_file():
+        raise ParameterError("dataset", str(path), f"one of {sorted(LIBSVM)} or an existing "
+                             "LIBSVM file")
+    digest = _digest(file, "sha256")
+    require(not want or digest == want, "dataset", str(path), f"a file whose content still has "
+            f"sha256 {want[:12]}... (it now has {digest[:12]}...: it changed since it was named)")
+    try:
+        X, y = load_svmlight_file(str(file), dtype=dtype)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ParameterError("dataset", str(file), f"a LIBSVM text file ({err})") from None
+    return Dataset(file.name, "train", X, y, source=(str(file),),
+                   notes=(f"{file.name}: your LIBSVM file, {X.shape[0]} x {X.shape[1]}, sha256 "
+                          f"{digest[:12]}; no published checksum, not verified against one",))
 
 
 def _check_facts(path: Path, X, y: np.ndarray, facts: dict) -> None:

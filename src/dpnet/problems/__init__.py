@@ -52,11 +52,12 @@ def from_spec(spec: dict, agents=None) -> Problem:
         return problem if agents is None else problem.restrict(agents)
     if name == "logistic_regression":
         require("dataset" in spec, "problem.dataset", None, "a LIBSVM dataset name for "
-                "logistic_regression (mushrooms, a9a, w8a, epsilon)")
+                "logistic_regression (mushrooms, a9a, w8a, epsilon) or a LIBSVM file's path")
         ds = load_libsvm(spec.pop("dataset"), spec.pop("split", "train"),
                          verify=spec.pop("verify", True))
-        return LogisticRegression.partition(ds.X, ds.y, spec.pop("n_agents"), agents=agents,
-                                            **spec)
+        # LIBSVM's labels as -1/+1 (mushrooms' are 1 and 2: both "positive" read raw)
+        return LogisticRegression.partition(ds.X, ds.binary_labels(), spec.pop("n_agents"),
+                                            agents=agents, **spec)
     if not isinstance(name, str) or name not in RANDOM:
         raise UnknownNameError("problem", str(name), [*RANDOM, *DATA_PROBLEMS])
     problem = RANDOM[name].random(**spec)
