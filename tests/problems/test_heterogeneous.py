@@ -184,3 +184,18 @@ def test_neural_problem_with_ragged_parts_is_each_agent_alone():
     np.testing.assert_allclose(
         alg.privacy(p, graphs.ring(4), 3, delta=1e-5).per_agent,
         [dp_sgd.epsilon(1.0, "fixed", 2 / m, 3, 1e-5, "pld") for m in parts.sizes], rtol=1e-12)
+
+
+def test_decor_accounts_each_agent_at_its_own_multiplier_and_rate(data):
+    from dpnet.algorithms import DECOR
+    from dpnet.privacy import decor
+
+    X, y, parts = data
+    p = LogisticRegression.from_parts(X, y, parts, reg=0.01)
+    graph = graphs.ring(N)
+    alg = DECOR(0.3, 1.5, 0.8, clip=0.5, sampling="fixed", batch_size=2)
+    z = decor.effective_multipliers(1.5, 0.8, graph.sparse("unweighted_laplacian"))
+    want = [dp_sgd.epsilon(float(z[i]), "fixed", 2 / m, 40, 1e-5, "pld")
+            for i, m in enumerate(SIZES)]
+    np.testing.assert_allclose(alg.privacy(p, graph, 40, delta=1e-5).per_agent, want,
+                               rtol=1e-12)
