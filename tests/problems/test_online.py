@@ -230,3 +230,28 @@ def test_population_subset_estimates_on_fixed_rows():
     w = torch.full((n, 7), 1 / 7, dtype=torch.float64)
     torch.testing.assert_close(sub.grad(X), model.grad(X, rows.expand(n, -1), w))
     assert not torch.allclose(sub.grad(X), full.grad(X))
+
+
+def test_unequal_pools_draw_from_and_average_over_each_agents_own_rows():
+    A, b = _data()
+    from dpnet import partitions
+
+    own = partitions.given_sizes(N, n, seed=2, sizes=[5, 20, 9, 14])
+    p = OnlineProblem(LogisticSamples(A, b, reg=0.1), n, batch=3, pools=own)
+    X = np.random.default_rng(1).standard_normal((n, D))
+    rng = Streams(7)
+    for t in [0, 3, 12]:                                   # the streams: each agent's own pool
+        g = p.stochastic_grad(torch.from_numpy(X), rng, t).numpy()
+        want = [reference.online_gradient(reference.logistic_sample_grad(A, b, 0.1), own[i],
+                                          3, i, 7)(X[i], t) for i in range(n)]
+        np.testing.assert_allclose(g, np.stack(want), rtol=0, atol=1e-13)
+    # the population objective: each agent's mean over its own P_i rows
+    pop = p.grad(torch.from_numpy(X)).numpy()
+    sg = reference.logistic_sample_grad(A, b, 0.1)
+    np.testing.assert_allclose(pop, [np.mean([sg(X[i], r) for r in own[i]], axis=0)
+                                     for i in range(n)], rtol=0, atol=1e-13)
+    sub = OnlineProblem(LogisticSamples(A, b, reg=0.1), n, batch=3, pools=own,
+                        population_subset=4)
+    rows, w = sub._uniform(np.arange(n))
+    assert rows.shape == (n, 4) and torch.allclose(w.sum(1), torch.ones(n, dtype=w.dtype))
+    assert all(set(rows[i].tolist()) <= set(own[i].tolist()) for i in range(n))

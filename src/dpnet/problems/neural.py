@@ -35,7 +35,7 @@ from ..errors import ParameterError, positive_int, require
 from ..partitions import partition
 from ..rng import Streams
 from .base import Problem, moved
-from .stochastic import Clip, LocalRecords, as_clip, sample_indices
+from .stochastic import Clip, LocalRecords, as_clip, padded_index_rows, sample_indices
 
 Transform = Callable[[torch.Tensor], torch.Tensor]
 
@@ -138,7 +138,7 @@ class NeuralProblem(LocalRecords, Problem):
         self.labels = torch.as_tensor(np.asarray(labels), dtype=torch.int64)
         require(self.features.shape[0] == self.labels.shape[0], "labels", tuple(self.labels.shape),
                 f"one label per sample ({self.features.shape[0]})")
-        rows = _padded_parts(parts)
+        rows = padded_index_rows(parts)
         require(int(rows[0].max()) < self.features.shape[0] and int(rows[0].min()) >= 0,
                 "parts", "indices", f"indices in [0, {self.features.shape[0]})")
         self.parts = torch.from_numpy(rows[0])
@@ -464,22 +464,6 @@ class NeuralProblem(LocalRecords, Problem):
         t = None if test is None else (test.X, test.y)
         problem = cls(model, train.X, train.y, parts, test=t, transform=transform, **kw)
         return problem if agents is None else problem.restrict(agents)
-
-
-def _padded_parts(parts) -> tuple[np.ndarray, np.ndarray]:
-    """``(n, max m_i)`` indices, agent i's row padded with its own first index (padding is never
-    weighted), and the sizes ``m_i``."""
-    if isinstance(parts, np.ndarray | torch.Tensor) and np.ndim(parts) == 2:
-        arr = np.asarray(parts.cpu() if isinstance(parts, torch.Tensor) else parts, np.int64)
-        return arr, np.full(arr.shape[0], arr.shape[1], dtype=np.int64)
-    rows = [np.asarray(p, dtype=np.int64).reshape(-1) for p in parts]
-    require(len(rows) >= 1 and all(r.size >= 1 for r in rows), "parts",
-            f"local sizes {[r.size for r in rows]}", "at least one agent, each with a record")
-    sizes = np.array([r.size for r in rows], dtype=np.int64)
-    width = int(sizes.max())
-    out = np.repeat(np.array([r[0] for r in rows])[:, None], width, axis=1)
-    out[np.arange(width)[None, :] < sizes[:, None]] = np.concatenate(rows)
-    return out, sizes
 
 
 def flat_size(model: nn.Module) -> int:

@@ -59,6 +59,7 @@ from ..errors import ParameterError, positive_int, require
 from ..rng import Streams
 from .base import Movable, Problem, minimize_global
 from .neural import FlatModule
+from .stochastic import padded_index_rows
 
 MODES = ("exact", "window", "cached")
 
@@ -311,7 +312,9 @@ class OnlineProblem(Problem):
     """Streaming version of a sample model over n agents (see the module docstring).
 
     ``pools``: ``None`` (every agent draws from the whole dataset), an ``(n, P)`` integer array of
-    dataset rows per agent (e.g. a partition), or a list of n equal-length row arrays. ``batch``:
+    dataset rows per agent, or n row arrays of any lengths (a
+    :class:`~dpnet.partitions.Partition`: agent i streams from its own ``P_i`` rows, and its
+    population objective is the mean over them). ``batch``:
     samples acquired per agent per iteration. ``mode``: ``"exact"``, ``"window"`` (needs
     ``window`` batches) or ``"cached"``. ``population_subset=s``: the population objective
     (``grad``, ``local_loss``, ``loss``) is *estimated* on a fixed, evenly spaced subset of s rows
@@ -335,13 +338,17 @@ class OnlineProblem(Problem):
             require(window is None, "window", window, "only with mode='window'")
             self.window = None
         self.dim = int(model.dim)
+        self.pool_sizes = None
         if pools is None:
             self.shared = True
             self.pools = torch.arange(model.n_data).reshape(1, -1).expand(self.n_agents, -1)
         else:
-            P = torch.as_tensor(np.asarray(pools), dtype=torch.int64)
-            require(P.ndim == 2 and P.shape[0] == self.n_agents and P.shape[1] >= 1, "pools",
-                    tuple(P.shape), f"shape (n_agents={self.n_agents}, P) with P >= 1")
+            rows, sizes = padded_index_rows(pools)
+            P = torch.from_numpy(rows)
+            require(P.shape[0] == self.n_agents, "pools", tuple(P.shape),
+                    f"one pool per agent (n_agents={self.n_agents})")
+            # unequal pools: agent i's first P_i columns, the rest padding never drawn
+            self.pool_sizes = None if bool(np.all(sizes == sizes[0])) else sizes
             require(bool(((P >= 0) & (P < model.n_data)).all()), "pools", "row indices",
                     f"every index in [0, {model.n_data})")
             self.shared = bool((P == P[:1]).all())
@@ -362,7 +369,8 @@ class OnlineProblem(Problem):
                          purpose: str = "sample") -> torch.Tensor:
         """``(len(agents), batch)`` pool positions of the batch acquired at iteration t."""
         u = rng.uniform(purpose, t, agents, self.batch)
-        pos = np.minimum((u * self.pool_size).astype(np.int64), self.pool_size - 1)
+        size = self.pool_size if self.pool_sizes is None else self.pool_sizes[agents][:, None]
+        pos = np.minimum((u * size).astype(np.int64), np.asarray(size) - 1)
         return torch.from_numpy(pos).to(self.device)
 
     def sample_rows(self, rng: Streams, t: int, agents: np.ndarray,
@@ -488,11 +496,24 @@ class OnlineProblem(Problem):
     # -- population objectives (the paper's f_i = E l(., xi^i)) -------------------------------
     def _uniform(self, a: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         rows = self._pools(a)
+        if self.pool_sizes is not None:     # agent i's own P_i rows, each of weight 1/P_i
+            return self._uniform_unequal(rows, self.pool_sizes[a])
         if self.population_subset is not None:
             sel = torch.linspace(0, self.pool_size - 1, self.population_subset,
                                  device=self.device).round().long()
             rows = rows[:, sel]
         return rows, self._full(rows.shape, 1.0 / rows.shape[1])
+
+    def _uniform_unequal(self, rows: torch.Tensor, sizes: np.ndarray
+                         ) -> tuple[torch.Tensor, torch.Tensor]:
+        P = torch.as_tensor(sizes, device=self.device)[:, None]
+        if self.population_subset is not None:    # evenly spaced over each agent's own pool
+            s = min(self.population_subset, int(sizes.min()))
+            pos = (torch.linspace(0, 1, s, device=self.device, dtype=torch.float64)[None, :]
+                   * (P - 1)).round().long()
+            return torch.gather(rows, 1, pos), self._full(pos.shape, 1.0 / s)
+        cols = torch.arange(rows.shape[1], device=self.device)[None, :]
+        return rows, (cols < P).double() / P.double()
 
     def _zeros(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
         return torch.zeros(shape, dtype=dtype, device=self.device)

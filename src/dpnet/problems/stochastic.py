@@ -162,6 +162,22 @@ def stack_parts(parts, *arrays: np.ndarray) -> tuple[np.ndarray, list[np.ndarray
     return sizes, out
 
 
+def padded_index_rows(parts) -> tuple[np.ndarray, np.ndarray]:
+    """``(n, max m_i)`` indices, agent i's row padded with its own first index (padding is never
+    weighted), and the sizes ``m_i``."""
+    if isinstance(parts, np.ndarray | torch.Tensor) and np.ndim(parts) == 2:
+        arr = np.asarray(parts.cpu() if isinstance(parts, torch.Tensor) else parts, np.int64)
+        return arr, np.full(arr.shape[0], arr.shape[1], dtype=np.int64)
+    rows = [np.asarray(p, dtype=np.int64).reshape(-1) for p in parts]
+    require(len(rows) >= 1 and all(r.size >= 1 for r in rows), "parts",
+            f"local sizes {[r.size for r in rows]}", "at least one agent, each with a record")
+    sizes = np.array([r.size for r in rows], dtype=np.int64)
+    width = int(sizes.max())
+    out = np.repeat(np.array([r[0] for r in rows])[:, None], width, axis=1)
+    out[np.arange(width)[None, :] < sizes[:, None]] = np.concatenate(rows)
+    return out, sizes
+
+
 class LocalRecords:
     """What a finite-sum problem whose agent i holds ``m_i`` records needs, its records stacked
     ``(n, width, ...)`` and zero beyond ``m_i`` (:func:`stack_parts`): the sizes, and the mean
