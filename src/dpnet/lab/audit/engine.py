@@ -706,8 +706,10 @@ _CLAIMS: dict[tuple, PrivacyGuarantee] = {}
 
 def _signature(p: Problem) -> tuple:
     """What accountants read from a problem (two inputs with equal signatures get one claim)."""
+    sizes = p.local_sizes()
+    # every agent's m_i: per-record accounts read each (two unequal splits share no claim)
     return (type(p).__name__, p.n_agents, p.dim, p.smoothness, p.gradient_bound(),
-            getattr(p, "m", None))
+            None if sizes is None else tuple(int(m) for m in sizes))
 
 
 def claimed_guarantee(target: AuditTarget, algorithm: Algorithm | None = None
