@@ -146,6 +146,17 @@ def _check_agents(n_agents, N: int) -> int:
     return n
 
 
+def _check_min_size(min_size, N: int, n: int) -> None:
+    require(isinstance(min_size, int) and 0 <= min_size <= N // n, "min_size", min_size,
+            f"an integer in [0, N // n_agents = {N // n}]")
+
+
+def _unmet(name: str, value: float, min_size: int, draws: int) -> ParameterError:
+    return ParameterError(name, value, f"a concentration for which every agent gets at least "
+                          f"min_size = {min_size} records within {draws} draws",
+                          f"raise {name} or lower min_size")
+
+
 def _cut(order: np.ndarray, sizes) -> list[np.ndarray]:
     return np.split(order, np.cumsum(sizes)[:-1])
 
@@ -226,8 +237,7 @@ def dirichlet(records, n_agents: int, *, seed: int = 0, alpha: float = 0.5, min_
     N = labels.size
     n = _check_agents(n_agents, N)
     alpha = positive("alpha", alpha)
-    require(isinstance(min_size, int) and 0 <= min_size <= N // n, "min_size", min_size,
-            f"an integer in [0, N // n_agents = {N // n}]")
+    _check_min_size(min_size, N, n)
     rng = np.random.default_rng(seed)
     classes = np.unique(labels)
     by_class = [np.flatnonzero(labels == c) for c in classes]
@@ -250,9 +260,7 @@ def dirichlet(records, n_agents: int, *, seed: int = 0, alpha: float = 0.5, min_
             parts = [rng.permutation(np.concatenate(pc)) for pc in pieces]
             return Partition.of(parts, "dirichlet", {"alpha": alpha, "min_size": min_size,
                                                      "self_balancing": self_balancing}, labels)
-    raise ParameterError("alpha", alpha, f"a concentration for which every agent gets at least "
-                         f"min_size = {min_size} records within {MAX_REDRAWS + 1} draws",
-                         "raise alpha or lower min_size")
+    raise _unmet("alpha", alpha, min_size, MAX_REDRAWS + 1)
 
 
 def quantity_skew(records, n_agents: int, *, seed: int = 0, beta: float = 0.5,
@@ -261,8 +269,7 @@ def quantity_skew(records, n_agents: int, *, seed: int = 0, beta: float = 0.5,
     N, labels = _count_and_labels(records, False, "quantity_skew")
     n = _check_agents(n_agents, N)
     beta = positive("beta", beta)
-    require(isinstance(min_size, int) and 0 <= min_size <= N // n, "min_size", min_size,
-            f"an integer in [0, N // n_agents = {N // n}]")
+    _check_min_size(min_size, N, n)
     rng = np.random.default_rng(seed)
     order = rng.permutation(N)
     for _ in range(MAX_QUANTITY_DRAWS):
@@ -272,9 +279,7 @@ def quantity_skew(records, n_agents: int, *, seed: int = 0, beta: float = 0.5,
         if sizes.min() >= min_size:
             return Partition.of(_cut(order, sizes), "quantity_skew",
                                 {"beta": beta, "min_size": min_size}, labels)
-    raise ParameterError("beta", beta, f"a concentration for which every agent gets at least "
-                         f"min_size = {min_size} records within {MAX_QUANTITY_DRAWS} draws",
-                         "raise beta or lower min_size")
+    raise _unmet("beta", beta, min_size, MAX_QUANTITY_DRAWS)
 
 
 def given_sizes(records, n_agents: int, *, seed: int = 0, sizes=()) -> Partition:

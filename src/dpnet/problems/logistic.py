@@ -39,9 +39,7 @@ class LogisticRegression(LocalRecords, Problem):
         require(tuple(b.shape) == tuple(A.shape[:2]), "labels", tuple(b.shape),
                 f"shape (n_agents, samples) = {tuple(A.shape[:2])}")
         self._set_sizes(sizes, A.shape[0], A.shape[1])
-        if self.m is None:    # padding: zero features, label +1, never read but kept finite
-            pad = torch.arange(A.shape[1])[None, :] >= torch.from_numpy(self.sizes)[:, None]
-            A, b = A.masked_fill(pad[:, :, None], 0.0), b.masked_fill(pad, 1.0)
+        A, b = self._clean_padding(A, b)
         require(bool(torch.all(b.abs() == 1)), "labels", "values", "every label is -1 or +1")
         if isinstance(reg, str):
             require(reg == "1/m", "reg", reg, "a number >= 0 or '1/m'")

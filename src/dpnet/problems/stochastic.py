@@ -204,6 +204,13 @@ class LocalRecords:
     def local_sizes(self) -> np.ndarray:
         return self.sizes
 
+    def _clean_padding(self, features: torch.Tensor, labels: torch.Tensor):
+        """Padding rows as zero features and label +1: never weighted, but kept finite."""
+        if self.m is not None:
+            return features, labels
+        pad = torch.arange(features.shape[1])[None, :] >= torch.from_numpy(self.sizes)[:, None]
+        return features.masked_fill(pad[:, :, None], 0.0), labels.masked_fill(pad, 1.0)
+
     def _record_weights(self, agents=None) -> float | torch.Tensor:
         """``1/m`` or the ``(n, width)`` weights ``1/m_i`` (0 on padding) of ``agents``."""
         if self._weights is None:

@@ -41,9 +41,7 @@ class NonconvexLogistic(LocalRecords, Problem):
         require(tuple(u.shape) == tuple(V.shape[:2]), "labels", tuple(u.shape),
                 f"shape (n_agents, samples) = {tuple(V.shape[:2])}")
         self._set_sizes(sizes, V.shape[0], V.shape[1])
-        if self.m is None:    # padding: zero features, label +1, never read but kept finite
-            pad = torch.arange(V.shape[1])[None, :] >= torch.from_numpy(self.sizes)[:, None]
-            V, u = V.masked_fill(pad[:, :, None], 0.0), u.masked_fill(pad, 1.0)
+        V, u = self._clean_padding(V, u)
         require(bool(torch.all(u.abs() == 1)), "labels", "values", "every label is -1 or +1")
         require(convention in ("average", "sum"), "convention", convention, "'average' or 'sum'")
         self.V, self.u = V, u
