@@ -155,6 +155,36 @@ def timed(step, reps: int) -> float:
     return statistics.median(out)
 
 
+def ghost_norm_costs(model: nn.Module, input_shape: tuple[int, ...]) -> list[tuple[str, int, int]]:
+    """Per layer, the multiplications per record of its per-record gradient norm, two ways.
+
+    A layer with T output positions (a convolution's output pixels, 1 for a linear layer), input
+    rows a_t of width d (a convolution's unfolded patch) and output gradients g_t of width p:
+    materialising the per-record gradient sum_t a_t g_t^T costs T p d; the ghost norm (Li et al.
+    2021) sum_{t,s} (a_t . a_s)(g_t . g_s) costs T^2 (p + d) for its two Gram matrices. The mixed
+    rule of Bu, Mao & Xu (2022) takes the ghost norm where it is the cheaper (their memory form:
+    2 T^2 < p d).
+    """
+    rows: list[tuple[str, int, int]] = []
+
+    def hook(mod, inputs, out):
+        if isinstance(mod, nn.Conv2d):
+            T = out.shape[-1] * out.shape[-2]
+            d = mod.in_channels * mod.kernel_size[0] * mod.kernel_size[1]
+        else:
+            T, d = 1, mod.in_features
+        p = out.shape[1]
+        rows.append((f"{type(mod).__name__} {d}x{p}, T={T}", T * p * d, T * T * (p + d)))
+
+    handles = [m.register_forward_hook(hook) for m in model.modules()
+               if isinstance(m, (nn.Conv2d, nn.Linear))]
+    with torch.no_grad():
+        model(torch.zeros((1, *input_shape)))
+    for h in handles:
+        h.remove()
+    return rows
+
+
 def agree(problem) -> float:
     """dpnet's clipped sum of agent 0's first Poisson batch against the script's."""
     idx, inc = poisson_indices(Streams(0), 0, np.arange(N), M, BATCH / M)
@@ -188,6 +218,11 @@ def main(argv: list[str] | None = None) -> int:
     op = opacus_step(problem, graph)
     if op is not None:
         times["opacus GradSampleModule"] = timed(op, args.reps)
+    print("\nPer-record gradient norm, multiplications per record by layer (the mixed ghost rule"
+          " picks the smaller):\n\n| layer | materialise T p d | ghost norm T^2 (p + d) | cheaper |"
+          "\n|---|---:|---:|---|")
+    for name, mat, ghost in ghost_norm_costs(problem.model, (1, 28, 28)):
+        print(f"| {name} | {mat:,} | {ghost:,} | {'ghost' if ghost < mat else 'materialise'} |")
     base = times["script: vmap(grad) per agent"]
     print("\n| implementation | ms per step | ratio to the script |\n|---|---:|---:|")
     for name, t in times.items():
