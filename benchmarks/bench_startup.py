@@ -50,7 +50,7 @@ default = torch.get_num_threads()
 problem = dpnet.problems.NonconvexLogistic.random(n_agents=6, samples=200, dim=10, seed=0)
 graph = dpnet.graphs.ring(6)
 account = dict(accountant="pld", delta=1e-5)
-doadp = dpnet.algorithms.DOADP(alpha=0.2, gamma=0.5, beta=0.5, sigma=0.379, clip=1.0,
+doadp = dpnet.algorithms.DOADP(alpha=0.2, gamma=0.5, beta=0.5, sigma=0.379, coordinate_clip=1.0,
                                batch_size=50)
 diadsp = dpnet.algorithms.DiaDSP(eta=0.15, noise_x=dpnet.noise.Laplace(scale=0.1, decay=0.9),
                                  noise_y=dpnet.noise.Laplace(scale=0.1, decay=0.9))

@@ -23,7 +23,7 @@ from dpnet.algorithms import available
 from dpnet.errors import ParameterError
 from dpnet.lab import config
 from dpnet.network import Network
-from dpnet.problems import Clip, LogisticRegression, NonconvexLogistic
+from dpnet.problems import LogisticRegression, NonconvexLogistic
 from dpnet.problems.online import LogisticSamples, OnlineProblem
 
 K = 8            # iterations of the equality runs
@@ -85,7 +85,7 @@ CASES = {
     "dmod": lambda n: (dpnet.algorithms.DMOD(0.7, 0.5, 0.2), _online(n), "undirected"),
     # random activation: inactive agents send nothing (exchange(active=...))
     "doadp": lambda n: (dpnet.algorithms.DOADP(alpha=0.05, gamma=0.4, beta=0.3, sigma=0.2,
-                                               p=0.7, k=3, clip=Clip(2.0), batch_size=2),
+                                               p=0.7, k=3, coordinate_clip=2.0, batch_size=2),
                         _samples(n), "undirected"),
     # Poisson batches: each rank pads to its own largest batch (weights 0 beyond); the moving
     # average (4) is one more state row per agent, merged like the iterates
@@ -103,7 +103,7 @@ CASES = {
     # paper 003's baselines; [33] and [37] have a server, emulated on a complete graph W = 1 p^T
     "kang_wddp": lambda n: (dpnet.algorithms.KangWDDP(0.3, 0.1, batch=4, power=0.5),
                             _samples(n), "server"),
-    "yan_binomial": lambda n: (dpnet.algorithms.YanBinomial(0.2, batch=4, levels=16, clip=1.0,
+    "yan_binomial": lambda n: (dpnet.algorithms.YanBinomial(0.2, batch=4, levels=16, quantizer_range=1.0,
                                                             trials=40), _samples(n), "server"),
     "wang_basar_ternary": lambda n: (dpnet.algorithms.WangBasarTernary(
         0.2, 0.6, 0.8, 0.1, batch=4, a=1.0, b=1.3), _samples(n), "undirected"),

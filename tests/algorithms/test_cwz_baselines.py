@@ -59,7 +59,7 @@ def test_kang_equals_server_loop():
 def test_yan_equals_server_loop_and_quantizer_is_unbiased():
     problem, seed, K = _logistic(), 1, 4
     x0 = np.tile(problem.default_x0(0).numpy()[0], (4, 1))
-    alg = YanBinomial(0.2, batch=5, levels=16, clip=1.0, trials=40)
+    alg = YanBinomial(0.2, batch=5, levels=16, quantizer_range=1.0, trials=40)
     traj = _states(alg, problem, server_graph(4), K, x0, seed)
     grads = reference.local_gradients(problem, batch_size=5, seed=seed)
     rng = Streams(seed)

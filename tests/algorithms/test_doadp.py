@@ -12,7 +12,7 @@ from dpnet import graphs
 from dpnet.algorithms import DOADP, MomentumDSGD
 from dpnet.compression import TopK
 from dpnet.errors import ParameterError
-from dpnet.problems import Clip, LogisticRegression
+from dpnet.problems import LogisticRegression
 
 import reference
 
@@ -45,7 +45,7 @@ def _trajectory(alg, problem, graph, x0, T, seed=0, record=False):
 
 def test_equals_per_agent_loop(setup):
     problem, graph, x0 = setup
-    alg = DOADP(alpha=0.05, gamma=0.4, beta=0.3, sigma=0.2, p=0.7, k=3, clip=Clip(2.0),
+    alg = DOADP(alpha=0.05, gamma=0.4, beta=0.3, sigma=0.2, p=0.7, k=3, coordinate_clip=2.0,
                 batch_size=2)
     res, states = _trajectory(alg, problem, graph, x0, 25, seed=3, record=True)
     ref = reference.doadp(graph.W, _grads(problem, 2, 2.0, seed=3), x0, 0.05, 0.4, 0.3, 0.2,
@@ -69,7 +69,7 @@ def test_equals_per_agent_loop(setup):
 
 def test_poisson_sampling_equals_per_agent_loop(setup):
     problem, graph, x0 = setup
-    alg = DOADP(alpha=0.05, gamma=0.4, beta=0.3, sigma=0.2, p=0.7, k=3, clip=Clip(2.0, "l2"),
+    alg = DOADP(alpha=0.05, gamma=0.4, beta=0.3, sigma=0.2, p=0.7, k=3, clip=2.0,
                 batch_size=4, sampling="poisson")
     _, states = _trajectory(alg, problem, graph, x0, 25, seed=3)
     ref = reference.doadp(graph.W, _grads(problem, 4, 2.0, "l2", seed=3, poisson=True), x0,
@@ -108,7 +108,7 @@ def test_reduces_to_momentum_dsgd(setup):
 
 def test_mean_state_invariant(setup):
     problem, graph, x0 = setup
-    alg = DOADP(alpha=0.1, gamma=0.5, beta=0.15, sigma=0.5, p=0.6, k=3, clip=1.0)
+    alg = DOADP(alpha=0.1, gamma=0.5, beta=0.15, sigma=0.5, p=0.6, k=3, coordinate_clip=1.0)
     _, states = _trajectory(alg, problem, graph, x0, 30, seed=7)
     prev = torch.as_tensor(x0).mean(0)
     for s in states:
@@ -141,7 +141,7 @@ def test_parameter_checks(setup):
 
 def test_privacy_guarantees(setup):
     problem, graph, _ = setup
-    alg = DOADP(alpha=0.1, gamma=0.1, beta=0.1, sigma=20.0, p=0.8, k=4, clip=1.0)
+    alg = DOADP(alpha=0.1, gamma=0.1, beta=0.1, sigma=20.0, p=0.8, k=4, coordinate_clip=1.0)
     # Theorem 1 needs T >= q^2 eps^2 / (4 p^2); with q = 15 a short run is fine
     g = alg.privacy(problem, graph, iterations=200, accountant="proof")
     assert g.is_private and len(g.per_agent) == N and g.horizon == 200
@@ -160,8 +160,8 @@ def test_privacy_charges_all_coordinates_unless_asked_for_eq6(setup):
     'topk' is eq. (6)'s 2G sqrt(k/d)/B, which the audit doadp-top1 finds exceeded."""
     problem, graph, _ = setup
     kw = dict(iterations=200, accountant="rdp", delta=1e-5)
-    sparse = DOADP(alpha=0.1, gamma=0.1, beta=0.1, sigma=20.0, p=0.8, k=4, clip=1.0)
-    dense = DOADP(alpha=0.1, gamma=0.1, beta=0.1, sigma=20.0, p=0.8, clip=1.0)
+    sparse = DOADP(alpha=0.1, gamma=0.1, beta=0.1, sigma=20.0, p=0.8, k=4, coordinate_clip=1.0)
+    dense = DOADP(alpha=0.1, gamma=0.1, beta=0.1, sigma=20.0, p=0.8, coordinate_clip=1.0)
     full, topk = sparse.privacy(problem, graph, **kw), sparse.privacy(problem, graph,
                                                                      sensitivity="topk", **kw)
     assert full.epsilon == dense.privacy(problem, graph, **kw).epsilon

@@ -13,7 +13,7 @@ from dpnet import graphs
 from dpnet.algorithms import DPDDA, DPDO, PGTC
 from dpnet.compression import TopK
 from dpnet.errors import ParameterError
-from dpnet.problems import Clip, LogisticRegression
+from dpnet.problems import LogisticRegression
 
 import reference
 
@@ -108,9 +108,8 @@ def test_dpdda_poisson_sampling_equals_loop(setup):
 
 def test_cpgt_is_stochastic_pgtc_with_topk(setup):
     problem, graph, x0 = setup
-    clip = Clip(1.5, "l2")
     alg = PGTC(eta=0.05, gamma=0.5, alpha_x=0.5, alpha_y=0.5, compressor=TopK(2),
-               noise_x=0.01, noise_y=0.01, q=0.99, batch_size=2, clip=clip)
+               noise_x=0.01, noise_y=0.01, q=0.99, batch_size=2, clip=1.5)
     xs = _xs(alg, problem, graph, x0, 15, seed=6)
     ref = reference.pgtc(graph.W, _grads(problem, 2, 1.5, "l2", seed=6), x0, 0.05, 0.5, 0.5, 0.5,
                          reference.compressor("topk", k=2), 15,

@@ -11,7 +11,7 @@ import dpnet
 from dpnet import algorithms, graphs
 from dpnet.errors import ParameterError
 from dpnet.noise import Laplace
-from dpnet.problems import Clip, LogisticRegression
+from dpnet.problems import LogisticRegression
 from dpnet.rng import Streams
 
 import reference
@@ -74,10 +74,10 @@ def test_state_releases(setup):
     res = dpnet.run(sgd, problem, graph, 4, x0=x0, seed=1, reference=None)
     np.testing.assert_array_equal(sgd.released_model(res), res.x)   # gossip of the half-steps
     # DO-ADP publishes the public copies: with k = d and p = 1 they are the states
-    full = algorithms.DOADP(0.1, 0.4, 0.3, sigma=0.2, clip=Clip(1.0, "l2"), batch_size=2)
+    full = algorithms.DOADP(0.1, 0.4, 0.3, sigma=0.2, clip=1.0, batch_size=2)
     res = dpnet.run(full, problem, graph, 4, x0=x0, seed=1, reference=None)
     np.testing.assert_allclose(full.released_model(res), res.x, rtol=1e-12, atol=1e-12)
-    sparse = algorithms.DOADP(0.1, 0.4, 0.3, sigma=0.2, k=1, clip=Clip(1.0, "l2"),
+    sparse = algorithms.DOADP(0.1, 0.4, 0.3, sigma=0.2, k=1, clip=1.0,
                               batch_size=2)
     res = dpnet.run(sparse, problem, graph, 4, x0=x0, seed=1, reference=None)
     np.testing.assert_array_equal(sparse.released_model(res), res.state["x_hat"])

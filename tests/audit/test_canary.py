@@ -14,7 +14,6 @@ from dpnet.errors import ParameterError
 from dpnet.lab.audit import canary
 from dpnet.lab.audit.engine import LinearRecords, run_copies, silently_scaled
 from dpnet.lab.audit.suite import CANARY_RECORDS
-from dpnet.problems.stochastic import Clip
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -138,7 +137,7 @@ def test_the_command_line_sets_doadps_activation_and_sampler_and_names_them(tmp_
     # (Lemma 4) certifies the target 1, the sound visible one does not
     sigma = float(text.split("| sigma=")[1].split(" |")[0])
     records, graph = LinearRecords(np.zeros((10, CANARY_RECORDS, 1))), graphs.circulant(10, (1, 2))
-    at = DOADP(0.1, 0.5, 0.0, sigma=sigma, p=0.5, clip=Clip(1.0, "l2"),
+    at = DOADP(0.1, 0.5, 0.0, sigma=sigma, p=0.5, clip=1.0,
                batch_size=round(0.01 * CANARY_RECORDS))
 
     def eps(activation):
@@ -167,7 +166,7 @@ def test_the_noisy_gradient_is_recovered_exactly_from_the_messages(name):
     on the inactive steps (KangWDDP: every party sends at every step)."""
     from dpnet.algorithms.kang_wddp import KangWDDP
 
-    alg = {"doadp": lambda: DOADP(0.3, 0.4, 0.5, sigma=0.7, p=0.5, clip=Clip(2.0, "l2"),
+    alg = {"doadp": lambda: DOADP(0.3, 0.4, 0.5, sigma=0.7, p=0.5, clip=2.0,
                                   batch_size=B),
            "dp_dda": lambda: DPDDA(2.0, sigma=0.7, p=0.5, clip=2.0, batch_size=B),
            "kang_wddp": lambda: KangWDDP(0.3, 0.7, B, power=0.5)}[name]()
@@ -188,7 +187,7 @@ def test_the_noisy_gradient_is_recovered_exactly_from_the_messages(name):
 def test_the_sampled_canary_statistic_has_the_claimed_noise():
     """With the noise on, world A's recovered steps are N(0, 1) in units of the claimed sigma
     (a silent reduction would show as a smaller spread)."""
-    alg = DOADP(0.3, 0.4, 0.5, sigma=0.7, p=0.5, clip=Clip(2.0, "l2"), batch_size=B)
+    alg = DOADP(0.3, 0.4, 0.5, sigma=0.7, p=0.5, clip=2.0, batch_size=B)
     u, *_ = canary._minibatch_gradients(alg, 30, 2000, 1, M, None)
     a = u[:, :2000][~np.isnan(u[:, :2000])]
     assert abs(a.mean()) < 0.02 and abs(a.std() - 1.0) < 0.02
@@ -198,7 +197,7 @@ def test_the_sampled_canary_statistic_has_the_claimed_noise():
 
 def test_top_k_or_a_missing_record_count_is_refused_by_name():
     with pytest.raises(ParameterError, match="k=2"):
-        canary.scores(DOADP(0.1, 0.5, 0.0, 1.0, clip=1.0, batch_size=4, k=2), None, 5, 20,
+        canary.scores(DOADP(0.1, 0.5, 0.0, 1.0, coordinate_clip=1.0, batch_size=4, k=2), None, 5, 20,
                       records=M)
     with pytest.raises(ParameterError, match="records"):
         canary.scores(DPDDA(1.0, 1.0, clip=1.0, batch_size=4), None, 5, 20)
@@ -210,7 +209,7 @@ def test_a_poisson_batchs_canary_is_the_real_poisson_runs_law(name):
     only the canary is nonzero) shows +-C/B exactly when the canary is drawn (probability B/m)
     and 0 otherwise, and so does the algorithm's own Poisson run on m records (m uniforms per
     step), recovered from its messages the same way."""
-    make = {"doadp": lambda: DOADP(0.3, 0.4, 0.5, sigma=0.7, clip=Clip(2.0, "l2"),
+    make = {"doadp": lambda: DOADP(0.3, 0.4, 0.5, sigma=0.7, clip=2.0,
                                    batch_size=B, sampling="poisson"),
             "dp_dda": lambda: DPDDA(2.0, sigma=0.7, clip=2.0, batch_size=B,
                                     sampling="poisson")}[name]
@@ -236,7 +235,7 @@ def test_a_poisson_batchs_canary_is_the_real_poisson_runs_law(name):
 
 
 @pytest.mark.parametrize("make", [
-    lambda: DOADP(0.3, 0.5, 0.0, sigma=1.0, clip=Clip(1.0, "l2"), batch_size=B,
+    lambda: DOADP(0.3, 0.5, 0.0, sigma=1.0, clip=1.0, batch_size=B,
                   sampling="poisson"),
     lambda: DPDDA(1.0, sigma=1.0, clip=1.0, batch_size=B, sampling="poisson")],
     ids=["doadp", "dp_dda"])
@@ -264,7 +263,7 @@ def test_doadps_hidden_activation_account_is_reported_as_a_violation_and_the_vis
     0.037 over seeds), while staying below the visible account's profile at every point."""
     graph = graphs.circulant(10, offsets=(1, 2))
     problem = LinearRecords(np.zeros((10, 1000, 1)))
-    alg = DOADP(0.1, 0.5, 0.0, sigma=0.2, p=0.2, clip=Clip(1.0, "coordinate"), batch_size=10)
+    alg = DOADP(0.1, 0.5, 0.0, sigma=0.2, p=0.2, coordinate_clip=1.0, batch_size=10)
 
     def profile(activation):
         return lambda d: alg.privacy(problem, graph, 500, accountant="pld", delta=d,

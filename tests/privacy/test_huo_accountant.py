@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from dpnet.errors import ParameterError
 from dpnet.privacy import huo
 from dpnet.privacy.assumptions import Assumptions
-from dpnet.problems import Clip
 
 LN = math.log(1.25 / 1e-5)
 
@@ -213,9 +212,9 @@ def test_doadp_and_dpdda_accountants_default_to_visible_activation():
     rng = np.random.default_rng(0)
     problem = LogisticRegression(rng.standard_normal((4, 50, 3)), rng.choice([-1.0, 1.0], (4, 50)))
     ring = graphs.ring(4)
-    for alg in (algorithms.DOADP(0.1, 0.5, 0.5, sigma=2.0, p=0.5, clip=Clip(1.0, "coordinate"),
+    for alg in (algorithms.DOADP(0.1, 0.5, 0.5, sigma=2.0, p=0.5, coordinate_clip=1.0,
                                  batch_size=5),
-                algorithms.DPDDA(1.0, sigma=2.0, p=0.5, clip=Clip(1.0, "l2"), batch_size=5)):
+                algorithms.DPDDA(1.0, sigma=2.0, p=0.5, clip=1.0, batch_size=5)):
         for acc in ("rdp", "pld"):
             default = alg.privacy(problem, ring, 60, accountant=acc, delta=1e-5)
             visible = alg.privacy(problem, ring, 60, accountant=acc, delta=1e-5,
@@ -258,7 +257,7 @@ def test_a_requested_delta_is_met_or_refused():
 
     p = problems.NonconvexLogistic.random(n_agents=6, samples=200, dim=10, seed=0)
     g = graphs.ring(6)
-    alg = DOADP(0.2, 0.5, 0.5, sigma=4.0, clip=1.0, batch_size=10)
+    alg = DOADP(0.2, 0.5, 0.5, sigma=4.0, coordinate_clip=1.0, batch_size=10)
     assert alg.privacy(p, g, 100).delta > 1e-5                  # what theorem1 certifies alone
     with pytest.raises(ParameterError, match=r"delta=1e-05 .* it certifies delta = 0\.1"):
         alg.privacy(p, g, 100, delta=1e-5)
@@ -280,10 +279,9 @@ def test_a_pld_account_whose_grid_would_not_fit_in_memory_returns_the_rdp_bound(
     from dpnet import algorithms, graphs
     from dpnet.lab.audit.engine import LinearRecords
     from dpnet.privacy import dp_sgd
-    from dpnet.problems.stochastic import Clip
 
     g, r = graphs.circulant(10, offsets=(1, 2)), LinearRecords(np.zeros((10, 1953, 1)))
-    alg = algorithms.DOADP(0.1, 0.5, 0.0, sigma=0.001, p=0.5, clip=Clip(1.0, "l2"),
+    alg = algorithms.DOADP(0.1, 0.5, 0.0, sigma=0.001, p=0.5, clip=1.0,
                            batch_size=20)
 
     def eps(a, accountant):

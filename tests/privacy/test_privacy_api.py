@@ -267,10 +267,9 @@ def test_do_adps_rdp_curve_is_its_rdp_accountants(sampling):
 
     from dpnet.algorithms import DOADP
     from dpnet.privacy import dp_accounting_bridge as bridge
-    from dpnet.problems.stochastic import Clip
 
     records = problems.LogisticRegression(np.ones((N, 200, D)) / 2, np.ones((N, 200)))
-    alg = DOADP(0.1, 0.5, 0.0, sigma=0.05, p=0.6, clip=Clip(1.0, "l2"), sampling=sampling,
+    alg = DOADP(0.1, 0.5, 0.0, sigma=0.05, p=0.6, clip=1.0, sampling=sampling,
                 batch_size=10)
     orders = np.asarray(rdp_mod.DEFAULT_RDP_ORDERS, dtype=float)
     facts = Assumptions.of(None, gradient_bound=1.0)

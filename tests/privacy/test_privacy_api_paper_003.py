@@ -48,7 +48,7 @@ def _ternary(s=1.0):
 
 
 def _yan(s=5.0):
-    return YanBinomial(0.1, batch=5, levels=16, clip=1.0, trials=math.ceil(400 * s * s))
+    return YanBinomial(0.1, batch=5, levels=16, quantizer_range=1.0, trials=math.ceil(400 * s * s))
 
 
 def _kang(s=1.0):
@@ -141,7 +141,7 @@ class TestYanTheorem(Paper003Contract):
         for target in (0.8, 3.0, 20.0):
             tuned = self.make().calibrate(target, PROBLEM, self.graph, self.K, **C)
             assert self.eps(tuned) <= target
-            fewer = YanBinomial(0.1, batch=5, levels=16, clip=1.0,
+            fewer = YanBinomial(0.1, batch=5, levels=16, quantizer_range=1.0,
                                 trials=tuned.quantizer.trials - 1)
             assert self.eps(fewer) > target
 

@@ -43,12 +43,12 @@ SIGMA0 = np.array([1.0, 1.0, 1.0, 2.0, 2.0, 2.0])      # per agent: the calibrat
 # name: (maker of the algorithm at noise level s, problem, graph, constants)
 SETUPS = {
     # Theorem 1 at K = 12: eps = 15/sigma (k = d, q = 10, p = 1): 0.2 at s = 5
-    "doadp": (lambda s: DOADP(0.1, 0.1, 0.1, sigma=15.0 * s, clip=1.0), RECORDS, RING, {}),
-    "doadp-proof": (lambda s: DOADP(0.1, 0.1, 0.1, sigma=10.0 * s, clip=1.0), RECORDS, RING,
+    "doadp": (lambda s: DOADP(0.1, 0.1, 0.1, sigma=15.0 * s, coordinate_clip=1.0), RECORDS, RING, {}),
+    "doadp-proof": (lambda s: DOADP(0.1, 0.1, 0.1, sigma=10.0 * s, coordinate_clip=1.0), RECORDS, RING,
                     {"delta": 1e-3}),
-    "doadp-sparse": (lambda s: DOADP(0.1, 0.1, 0.1, sigma=2.0 * s, k=2, clip=1.0), RECORDS, RING,
+    "doadp-sparse": (lambda s: DOADP(0.1, 0.1, 0.1, sigma=2.0 * s, k=2, coordinate_clip=1.0), RECORDS, RING,
                      {"delta": 1e-5, "sensitivity": "topk"}),
-    "doadp-poisson": (lambda s: DOADP(0.1, 0.1, 0.1, sigma=2.0 * s, p=0.5, clip=1.0,
+    "doadp-poisson": (lambda s: DOADP(0.1, 0.1, 0.1, sigma=2.0 * s, p=0.5, coordinate_clip=1.0,
                                       batch_size=2, sampling="poisson"), RECORDS, RING, {}),
     "dpdda": (lambda s: DPDDA(1.0, sigma=10.0 * s, clip=1.0), RECORDS, RING, {"delta": 1e-3}),
     "dpdda-poisson": (lambda s: DPDDA(1.0, sigma=2.0 * s, clip=1.0, batch_size=2,
@@ -258,7 +258,7 @@ def test_an_option_of_another_accountant_is_refused_by_name():
 
 def test_no_noise_is_no_guarantee_through_every_accountant():
     for name in ("theorem1", "proof", "rdp", "pld"):
-        assert not DOADP(0.1, 0.1, 0.1, clip=1.0).privacy(RECORDS, RING, 12,
+        assert not DOADP(0.1, 0.1, 0.1, coordinate_clip=1.0).privacy(RECORDS, RING, 12,
                                                           accountant=name).is_private
     assert not DPDO(0.3, 0.9, 0.95).privacy(PROBLEM, RING, 12, gradient_bound=1.0).is_private
 
@@ -267,7 +267,7 @@ def test_calibrated_noise_is_what_runs():
     """A calibration scales the number the accountant reads; the noise drawn follows it."""
     alg = DPDO(0.3, 0.9, 0.95, M=1.0).calibrate(2.0, PROBLEM, RING, 12, gradient_bound=1.0)
     assert alg.noise.scale_at(0, N)[0] == alg.M != 1.0
-    d = DOADP(0.1, 0.1, 0.1, sigma=1.0, clip=1.0).calibrate(0.5, RECORDS, RING, 12,
+    d = DOADP(0.1, 0.1, 0.1, sigma=1.0, coordinate_clip=1.0).calibrate(0.5, RECORDS, RING, 12,
                                                              accountant="rdp", delta=1e-5)
     assert d._noise.scale_at(0, N)[0] == d.sigma != 1.0
     o = DOLA(0.5, 0.5, 1.0).calibrate(3.0, PROBLEM, RING, 12, gradient_bound=1.0)
@@ -330,7 +330,7 @@ def test_doadp_generic_accountants_read_its_gaussian_mechanism():
     generic rdp/pld (shadowed by the class's own accountants of those names) compose the same
     subsampled Gaussian events: RDP identically (the class adds orders only where the optimum is
     the largest default one), PLD up to the discretisation."""
-    alg = DOADP(0.1, 0.1, 0.1, sigma=50.0, clip=1.0)
+    alg = DOADP(0.1, 0.1, 0.1, sigma=50.0, coordinate_clip=1.0)
     with pytest.raises(ParameterError, match="gaussian"):
         alg.privacy(RECORDS, RING, 12, accountant="laplace")
     a = Assumptions(gradient_bound=1.0, delta=1e-5)

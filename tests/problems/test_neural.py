@@ -142,12 +142,12 @@ def test_clip_properties():
     assert torch.allclose(c, torch.tensor([[0.5, -0.5, 0.0, 0.1]]))
     l2 = Clip(1.0, "l2").apply(g)
     assert float(torch.linalg.vector_norm(l2)) == pytest.approx(1.0)
-    assert Clip(2.0).l2_bound(100, 25) == pytest.approx(1.0)
+    assert Clip(2.0, "coordinate").l2_bound(100, 25) == pytest.approx(1.0)
     assert Clip(2.0, "l2").l2_bound(100, 25) == 2.0
     with pytest.raises(ParameterError):
         Clip(1.0, "linf")
     with pytest.raises(ParameterError):
-        Clip(0.0)
+        Clip(0.0, "l2")
 
 
 def test_logistic_clipped_per_sample_and_reg():
@@ -180,7 +180,7 @@ def test_clip_refused_without_per_sample_gradients():
     q = Quadratic.random(n_agents=2, dim=3)
     with pytest.raises(ParameterError, match="per-sample"):
         clipped_stochastic_grad(q, torch.zeros(2, 3), Streams(0), 0, 1, np.arange(2),
-                                clip=Clip(1.0))
+                                clip=Clip(1.0, "l2"))
 
 
 def test_models_shapes_and_seeded_init():

@@ -2,9 +2,10 @@
 DSGD (2) it builds on.
 
 Per agent i at iteration t, with activity ``eta_{i,t} ~ Bern(p)``, a stochastic gradient
-``g_{i,t}`` of ``batch_size`` local samples (each per-sample gradient clipped, ``clip``; the
-paper: one sample, per-coordinate clipping at ``G/sqrt(d)``; ``sampling="poisson"``: each record
-independently with probability ``B/q``, the clipped sum divided by B) and noise
+``g_{i,t}`` of ``batch_size`` local samples (each per-sample gradient clipped: ``clip`` in l2 at
+G, or ``coordinate_clip`` per coordinate at ``G/sqrt(d)``, the paper's, with one sample;
+``sampling="poisson"``: each record independently with probability ``B/q``, the clipped sum
+divided by B) and noise
 ``theta_{i,t} ~ N(0, sigma^2 I_d)``:
 
     m_{i,t+1} = eta_{i,t} (g_{i,t} + theta_{i,t}) + beta m_{i,t}                         (5a)
@@ -49,7 +50,7 @@ from ..privacy import accountants, huo
 from ..privacy.guarantee import PrivacyGuarantee
 from ..privacy.mechanism import Mechanism, Releases
 from ..problems.base import equal_local_size
-from ..problems.stochastic import SAMPLERS, Clip, as_clip, clipped_stochastic_grad
+from ..problems.stochastic import SAMPLERS, clip_argument, clipped_stochastic_grad
 from .base import Algorithm, Context, State, register
 
 
@@ -58,7 +59,8 @@ def minibatch_sampling(sampling: str, clip, alg: Algorithm) -> str:
     (the paper's Theorem 1 and proof account sampling without replacement only)."""
     require(sampling in SAMPLERS, "sampling", sampling, f"one of {SAMPLERS}")
     if sampling == "poisson":
-        require(clip is not None, "clip", clip, "a clipping bound with sampling='poisson'")
+        require(clip is not None, "clip", clip, "a clipping bound (clip or coordinate_clip) "
+                "with sampling='poisson'")
         alg.default_accountant = "pld"
     return sampling
 
@@ -77,16 +79,17 @@ class DOADP(Algorithm):
     private = True
 
     def __init__(self, alpha: float, gamma: float, beta: float, sigma: float = 0.0,
-                 p: float = 1.0, k: int | None = None, clip: Clip | float | None = None,
-                 batch_size: int = 1, sampling: str = "fixed") -> None:
+                 p: float = 1.0, k: int | None = None, clip: float | None = None,
+                 batch_size: int = 1, sampling: str = "fixed",
+                 coordinate_clip: float | None = None) -> None:
         self.alpha, self.gamma, self.beta, self.batch_size = _momentum_params(
             alpha, gamma, beta, batch_size)
-        self.sampling = minibatch_sampling(sampling, clip, self)
+        self.clip = clip_argument(clip, coordinate_clip)
+        self.sampling = minibatch_sampling(sampling, self.clip, self)
         self.sigma = nonnegative("sigma", sigma)
         require(0 < p <= 1, "p", p, "0 < p <= 1 (activation probability; Theorem 2: p >= 1/2)")
         self.p = float(p)
         self.k = None if k is None else positive_int("k", k)
-        self.clip = as_clip(clip)
         self._noise = Gaussian(self.sigma)
 
     def check_graph(self, graph) -> None:
@@ -324,10 +327,10 @@ class MomentumDSGD(Algorithm):
     paper = "eq. (2) of Huo et al. (paper 001); Yu, Jin & Yang (2019)"
 
     def __init__(self, alpha: float, gamma: float, beta: float, batch_size: int = 1,
-                 clip: Clip | float | None = None) -> None:
+                 clip: float | None = None, coordinate_clip: float | None = None) -> None:
         self.alpha, self.gamma, self.beta, self.batch_size = _momentum_params(
             alpha, gamma, beta, batch_size)
-        self.clip = as_clip(clip)
+        self.clip = clip_argument(clip, coordinate_clip)
 
     def check_graph(self, graph) -> None:
         graph.require_mixing(self.name)

@@ -43,7 +43,7 @@ from ..errors import ParameterError, positive, positive_int, require
 from ..noise import Gaussian
 from ..privacy import accountants, dp_sgd
 from ..privacy.guarantee import PrivacyGuarantee
-from ..problems.stochastic import Clip, clipped_grad_sum, poisson_indices, sample_indices
+from ..problems.stochastic import clip_argument, clipped_grad_sum, poisson_indices, sample_indices
 from .base import Algorithm, Context, State, register
 
 
@@ -65,7 +65,8 @@ class DPSGD(Algorithm):
         self.ema_decay = float(ema_decay)
         require(noise_multiplier >= 0, "noise_multiplier", noise_multiplier, "z >= 0")
         self.noise_multiplier = float(noise_multiplier)
-        self.clip = Clip(positive("clip", clip), "l2")
+        self.clip = clip_argument(clip, None)
+        require(self.clip is not None, "clip", clip, "an l2 bound C > 0")
         require(sampling in dp_sgd.SAMPLERS, "sampling", sampling, f"one of {dp_sgd.SAMPLERS}")
         self.sampling = sampling
         if sampling == "poisson":

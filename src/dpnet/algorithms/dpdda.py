@@ -46,7 +46,7 @@ from ..noise import Gaussian
 from ..privacy import accountants, huo
 from ..privacy.mechanism import Mechanism, Releases
 from ..problems.base import equal_local_size
-from ..problems.stochastic import Clip, as_clip, clipped_stochastic_grad
+from ..problems.stochastic import clip_argument, clipped_stochastic_grad
 from .base import Algorithm, BoxConstrained, Context, State, register
 from .doadp import (
     check_poisson_batch,
@@ -65,13 +65,14 @@ class DPDDA(BoxConstrained, Algorithm):
     private = True
 
     def __init__(self, beta0: float, sigma: float = 0.0, p: float = 1.0,
-                 clip: Clip | float | None = None, batch_size: int = 1,
-                 radius: float | None = None, sampling: str = "fixed") -> None:
+                 clip: float | None = None, batch_size: int = 1,
+                 radius: float | None = None, sampling: str = "fixed",
+                 coordinate_clip: float | None = None) -> None:
         self.beta0 = positive("beta0", beta0)
         self.sigma = nonnegative("sigma", sigma)
         require(0 < p <= 1, "p", p, "0 < p <= 1 (node sampling ratio)")
         self.p = float(p)
-        self.clip = Clip(float(clip), "l2") if isinstance(clip, int | float) else as_clip(clip)
+        self.clip = clip_argument(clip, coordinate_clip)
         self.batch_size = positive_int("batch_size", batch_size)
         self.sampling = minibatch_sampling(sampling, self.clip, self)
         self.radius = None if radius is None else positive("radius", radius)

@@ -35,8 +35,8 @@ published description and the structure of its analysis as recalled): the names 
 the own-noisy-message convention follow the common presentation of Huang et al.'s Algorithm 1; the
 original's constant may differ from the derived one above by a factor q (whether the step of
 iteration k is charged to the noise of iteration k or k+1); the constraint set is a box chosen
-here; the gradient may be stochastic (``batch_size``) and clipped (``clip``: a number G means l2
-clipping at G, matching the l2 bound G above), which the original does not do.
+here; the gradient may be stochastic (``batch_size``) and clipped (``clip``: l2 clipping at G, matching
+the l2 bound G above; ``coordinate_clip``: per coordinate at G/sqrt(d)), which the original does not do.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from ..privacy import accountants
 from ..privacy.guarantee import PrivacyGuarantee
 from ..privacy.mechanism import Mechanism, Releases
 from ..problems.base import ProblemConstants, equal_local_size
-from ..problems.stochastic import Clip, as_clip, clipped_stochastic_grad
+from ..problems.stochastic import clip_argument, clipped_stochastic_grad
 from .base import Algorithm, BoxConstrained, Context, State, register
 
 
@@ -64,7 +64,7 @@ class DPDO(BoxConstrained, Algorithm):
 
     def __init__(self, c: float, p: float, q: float, M: float = 0.0,
                  radius: float | None = None, batch_size: int | None = None,
-                 clip: Clip | float | None = None) -> None:
+                 clip: float | None = None, coordinate_clip: float | None = None) -> None:
         self.c = positive("c", c)
         self.p = positive("p", p)
         self.q = positive("q", q)
@@ -73,7 +73,7 @@ class DPDO(BoxConstrained, Algorithm):
         self.M = nonnegative("M", M)
         self.radius = None if radius is None else positive("radius", radius)
         self.batch_size = None if batch_size is None else positive_int("batch_size", batch_size)
-        self.clip = as_clip(clip) if not isinstance(clip, int | float) else Clip(float(clip), "l2")
+        self.clip = clip_argument(clip, coordinate_clip)
         self.noise = Laplace(self.M, decay=self.q)
 
     def check_graph(self, graph) -> None:

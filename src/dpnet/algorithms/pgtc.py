@@ -25,7 +25,8 @@ With ``gamma = 1`` and C = identity this is DiaDSP (eqs. (10)-(11)) for any self
 Noise: ``noise_x``/``noise_y`` are noise objects or Laplace scales ``s`` (numbers, or one per
 agent) with the common decay ``q``. ``batch_size`` replaces every ``grad f_i`` by a minibatch
 gradient of that many local samples (drawn at iteration k+1 for ``x_{k+1}``, at 0 for
-``x_0``), each per-sample gradient clipped by ``clip`` when given: the stochastic PGTC that
+``x_0``), each per-sample gradient clipped when given (``clip`` in l2, ``coordinate_clip`` per
+coordinate): the stochastic PGTC that
 paper 001 runs as its CPGT baseline. Privacy: Theorem 3 (finite K, gradient bound M; "printed"
 sqrt(eta), "derived" eta, or the default "sound" max of the two) and Proposition 1
 (``iterations=None``, adjacency radius, the paper's delta; "sound" = "derived", see privacy/xie.py).
@@ -37,7 +38,7 @@ from .. import compression
 from ..errors import positive, positive_int
 from ..noise import Noise, PerAgent
 from ..privacy import xie
-from ..problems.stochastic import Clip, as_clip, clipped_stochastic_grad
+from ..problems.stochastic import clip_argument, clipped_stochastic_grad
 from . import _xie
 from .base import Algorithm, Context, State, register
 
@@ -52,7 +53,8 @@ class PGTC(Algorithm):
                  compressor: compression.Compressor | dict | str | None = None,
                  noise_x: Noise | PerAgent | None = None, noise_y: Noise | PerAgent | None = None,
                  q: PerAgent | None = None, check_theory: bool = True,
-                 batch_size: int | None = None, clip: Clip | float | None = None) -> None:
+                 batch_size: int | None = None, clip: float | None = None,
+                 coordinate_clip: float | None = None) -> None:
         self.eta, self.gamma = positive("eta", eta), positive("gamma", gamma)
         self.alpha_x, self.alpha_y = positive("alpha_x", alpha_x), positive("alpha_y", alpha_y)
         self.compressor = compression.from_spec(compressor)
@@ -61,7 +63,7 @@ class PGTC(Algorithm):
         self.noise_y = _xie.laplace_noise("noise_y", noise_y, q)
         self.check_theory = bool(check_theory)
         self.batch_size = None if batch_size is None else positive_int("batch_size", batch_size)
-        self.clip = as_clip(clip)
+        self.clip = clip_argument(clip, coordinate_clip)
 
     def check_graph(self, graph) -> None:
         graph.require_mixing(self.name)

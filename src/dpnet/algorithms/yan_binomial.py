@@ -36,30 +36,33 @@ from .kang_wddp import require_server
 
 class BinomialQuantizer(Compressor):
     """Unbiased stochastic uniform quantizer on ``[-X, X]`` with ``levels`` levels and additive
-    ``Bin(N, p) - N p`` noise on the level index; a message is one integer in ``[0, levels-1+N]``
-    per coordinate."""
+    ``Bin(N, p) - N p`` noise on the level index (``quantizer_range``: X; each coordinate is
+    clamped to ``[-X, X]`` first, a per-coordinate bound at X itself, unlike ``coordinate_clip``'s
+    G/sqrt(d)); a message is one integer in ``[0, levels-1+N]`` per coordinate."""
 
     name = "binomial_quantizer"
     randomized = True
 
-    def __init__(self, levels: int, clip: float, trials: int, p: float = 0.5) -> None:
+    def __init__(self, levels: int, quantizer_range: float, trials: int, p: float = 0.5) -> None:
         self.levels = positive_int("levels", levels)
         require(self.levels >= 2, "levels", levels, "levels >= 2")
-        self.clip, self.trials = positive("clip", clip), positive_int("trials", trials)
+        self.quantizer_range = positive("quantizer_range", quantizer_range)
+        self.trials = positive_int("trials", trials)
         self.p = open_interval("p", p, 0.0, 1.0)
-        self.step = 2.0 * self.clip / (self.levels - 1)
+        self.step = 2.0 * self.quantizer_range / (self.levels - 1)
 
     def compress(self, X, rng=None, purpose="", k=0, agents=None):
         agents = np.arange(X.shape[0]) if agents is None else np.asarray(agents)
         d = X.shape[1]
-        t = (X.clamp(-self.clip, self.clip) + self.clip).double().cpu().numpy() / self.step
+        r = self.quantizer_range
+        t = (X.clamp(-r, r) + r).double().cpu().numpy() / self.step
         low = np.floor(t)
         u = rng.uniform(purpose + "/round", k, agents, d)
         U = low + (u < t - low)
         from scipy import stats  # ~0.8 s to import: only where binomial noise is drawn
 
         z = stats.binom.ppf(rng.uniform(purpose + "/binomial", k, agents, d), self.trials, self.p)
-        out = -self.clip + self.step * (U + z - self.trials * self.p)
+        out = -self.quantizer_range + self.step * (U + z - self.trials * self.p)
         return torch.from_numpy(out).to(X.device, X.dtype)
 
     def bits(self, d, float_bits=64):
@@ -70,7 +73,7 @@ class BinomialQuantizer(Compressor):
         rounded up to whole trials: ``N -> ceil(N factor^2)``."""
         positive("factor", factor)
         trials = max(1, math.ceil(self.trials * factor * factor * (1 - 1e-15)))
-        return BinomialQuantizer(self.levels, self.clip, trials, self.p)
+        return BinomialQuantizer(self.levels, self.quantizer_range, trials, self.p)
 
     def __mul__(self, factor: float) -> BinomialQuantizer:   # a calibration's common factor
         return self.scaled(factor)
@@ -84,11 +87,11 @@ class YanBinomial(Algorithm):
     paper = "Yan, Li, Wu & Song (2024), quantization + binomial noise; [37] of paper 003"
     private = True
 
-    def __init__(self, eta: float, batch: int, levels: int, clip: float, trials: int,
+    def __init__(self, eta: float, batch: int, levels: int, quantizer_range: float, trials: int,
                  p: float = 0.5, power: float = 0.0) -> None:
         self.eta, self.power = positive("eta", eta), nonnegative("power", power)
         self.batch = positive_int("batch", batch)
-        self.quantizer = BinomialQuantizer(levels, clip, trials, p)
+        self.quantizer = BinomialQuantizer(levels, quantizer_range, trials, p)
 
     def check_graph(self, graph) -> None:
         require_server(graph, self.name)

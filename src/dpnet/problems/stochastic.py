@@ -12,6 +12,10 @@ each per-sample gradient before averaging:
   is at most ``G/sqrt(d)`` in magnitude (and ``||g|| <= G``). DO-ADP's sensitivity
   ``2 G sqrt(k/d)`` of k selected coordinates (eq. (6) of Huo et al.) needs this form: an l2 clip
   at G allows one coordinate to carry all of G.
+
+One name per kind across the library: a constructor's ``clip`` is an l2 bound and its
+``coordinate_clip`` a per-coordinate one (:func:`clip_argument`); a bare number where a
+:class:`Clip` is expected is an l2 bound (:func:`as_clip`).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ class Clip:
     """Per-sample gradient clipping at bound ``G`` (see the module docstring)."""
 
     bound: float
-    kind: str = "coordinate"
+    kind: str
 
     def __post_init__(self) -> None:
         positive("clip.bound", self.bound)
@@ -68,10 +72,28 @@ class Clip:
 
 
 def as_clip(clip: Clip | float | None) -> Clip | None:
-    """``None``, a :class:`Clip`, or a number G meaning ``Clip(G, "coordinate")``."""
+    """``None``, a :class:`Clip`, or a number G meaning ``Clip(G, "l2")``."""
     if clip is None or isinstance(clip, Clip):
         return clip
-    return Clip(float(clip), "coordinate")
+    return Clip(positive("clip", clip), "l2")
+
+
+def clip_argument(clip: float | None, coordinate_clip: float | None) -> Clip | None:
+    """A constructor's clipping from its two names: ``clip`` an l2 bound G, ``coordinate_clip`` a
+    per-coordinate bound G (each coordinate at most G/sqrt(d)); at most one of them."""
+    for name, value in (("clip", clip), ("coordinate_clip", coordinate_clip)):
+        require(value is None or (isinstance(value, int | float) and not isinstance(value, bool)),
+                name, value, "a number (clip: the l2 bound; coordinate_clip: the per-coordinate "
+                "bound) or None")
+    if clip is not None and coordinate_clip is not None:
+        raise ParameterError("coordinate_clip", coordinate_clip, f"not given together with "
+                             f"clip={clip}: clip is an l2 bound, coordinate_clip a per-coordinate "
+                             "one; give one")
+    if clip is not None:
+        return Clip(positive("clip", clip), "l2")
+    if coordinate_clip is not None:
+        return Clip(positive("coordinate_clip", coordinate_clip), "coordinate")
+    return None
 
 
 #: how a minibatch is drawn: each record independently, or a fixed number without replacement

@@ -10,7 +10,6 @@ import numpy as np
 
 from ... import algorithms, graphs
 from ...errors import ParameterError
-from ...problems.stochastic import Clip
 from .. import report
 from . import attacks, canary
 from .engine import (
@@ -86,11 +85,10 @@ def _canary_unit(name: str, rate: float, p: float = 1.0, sampling: str = "fixed"
         return (algorithms.DPSGD(1.0, 1.0, rate=rate) if name == "dp_sgd" else
                 algorithms.DECOR(1.0, 1.0, 3.0, rate=rate)), "pld"
     batch = max(1, round(rate * CANARY_RECORDS))
-    clip = Clip(1.0, "l2")
-    return (algorithms.DOADP(0.1, 0.5, 0.0, sigma=1.0, p=p, clip=clip, batch_size=batch,
+    return (algorithms.DOADP(0.1, 0.5, 0.0, sigma=1.0, p=p, clip=1.0, batch_size=batch,
                              sampling=sampling)
             if name == "doadp" else
-            algorithms.DPDDA(1.0, sigma=1.0, p=p, clip=clip, batch_size=batch,
+            algorithms.DPDDA(1.0, sigma=1.0, p=p, clip=1.0, batch_size=batch,
                              sampling=sampling)), "pld"
 
 

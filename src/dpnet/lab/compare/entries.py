@@ -34,7 +34,6 @@ from ... import algorithms, compression, graphs, noise
 from ...errors import ParameterError
 from ...privacy import accountants
 from ...problems import LogisticRegression, NeuralProblem
-from ...problems.stochastic import Clip
 from ...registry import Registry, calling_module
 from ..keys import PROSE, value_digest
 from ..source import data_root
@@ -169,7 +168,7 @@ DP_SGD_MAPPING = ("the practitioner's recipe on the task's record relation direc
 
 def _doadp_poisson(t, task) -> algorithms.DOADP:
     return algorithms.DOADP(t["alpha"], 0.5, t.get("beta", 0.0), sigma=1.0,
-                            clip=Clip(1.0, "l2"), sampling="poisson",
+                            clip=1.0, sampling="poisson",
                             batch_size=min(int(t.get("batch", DOADP_BATCH)), task.m))
 
 
@@ -230,7 +229,7 @@ for _e in (
           "paper 004 Theorem 3: adjacency_radius (the paper's delta) = 2R/m"),
     Entry("doadp", _grid((0.1, 1.0), "alpha", BATCHES, "batch"),
           lambda t, task: algorithms.DOADP(t["alpha"], 0.5, t.get("beta", 0.0), sigma=1.0,
-                                           clip=Clip(1.0, "l2"),
+                                           clip=1.0,
                                            batch_size=min(int(t.get("batch", DOADP_BATCH)),
                                                           task.m)),
           lambda task: {"gradient_bound": 1.0}, "proof", "pld",

@@ -108,7 +108,6 @@ from ...errors import ParameterError, require
 from ...privacy.mechanism import Mechanism, Releases
 from ...problems import LogisticRegression
 from ...problems.online import LogisticSamples, OnlineProblem
-from ...problems.stochastic import Clip
 from . import entries, tasks
 from .entries import Entry
 
@@ -332,12 +331,12 @@ def _dpdo(t: dict, task) -> algorithms.DPDO:
 
 
 def _dp_dda(t: dict, task) -> algorithms.DPDDA:
-    return algorithms.DPDDA(t["beta0"], sigma=1.0, clip=Clip(1.0, "l2"),
+    return algorithms.DPDDA(t["beta0"], sigma=1.0, clip=1.0,
                             batch_size=min(int(t["batch"]), task.m), radius=x_star_radius(task))
 
 
 def _dp_dda_poisson(t: dict, task) -> algorithms.DPDDA:
-    return algorithms.DPDDA(t["beta0"], sigma=1.0, clip=Clip(1.0, "l2"), sampling="poisson",
+    return algorithms.DPDDA(t["beta0"], sigma=1.0, clip=1.0, sampling="poisson",
                             batch_size=min(int(t["batch"]), task.m), radius=x_star_radius(task))
 
 

@@ -23,7 +23,7 @@ from ...compression import TopK
 from ...errors import ParameterError
 from ...network import Network
 from ...privacy import huo
-from ...problems import Clip, LogisticRegression
+from ...problems import LogisticRegression
 from ...problems.base import minimize_global
 from ...rng import Streams
 from ...runner import run
@@ -91,7 +91,7 @@ def lr_algorithm(method: str, problem, T: int, epsilon, p: float, ratio: float,
     """A method of Figs. 2-3 at epsilon (None: DO-ADP without noise) and its noise:
     ``(algorithm, {"sigma", "sigma_from", "walk"})``."""
     d, q, R = problem.dim, problem.m, x_star_bound(problem.m)
-    clip, info = Clip(G_LR, "coordinate") if clipped else None, {"walk": float("nan")}
+    clip, info = G_LR if clipped else None, {"walk": float("nan")}
     if method == "DO-ADP":
         k = max(1, round(ratio * d))
         mech = huo.DOADPStep(G=G_LR, k=k, d=d, p=p, q=q, T=T)
@@ -99,7 +99,7 @@ def lr_algorithm(method: str, problem, T: int, epsilon, p: float, ratio: float,
                                                                               accountant)
         # the noise's random walk in xbar through the momentum, per coordinate
         walk = LR_STEPS["alpha"] * sigma * math.sqrt(p * T / N_AGENTS) / (1 - LR_STEPS["beta"])
-        return (algorithms.DOADP(sigma=sigma, p=p, k=k, clip=clip, **LR_STEPS),
+        return (algorithms.DOADP(sigma=sigma, p=p, k=k, coordinate_clip=clip, **LR_STEPS),
                 {"sigma": sigma, "sigma_from": how, "walk": walk})
     if method == "DPDO":
         pp = 0.1 ** (1.0 / T)                 # the step decays to 10 % over the run
@@ -110,11 +110,12 @@ def lr_algorithm(method: str, problem, T: int, epsilon, p: float, ratio: float,
     if method == "DP-DDA":
         sigma = doadp_sigma(epsilon, huo.DOADPStep(G_LR, d, d, 0.24, q, T), "rdp")[0]
         beta0 = math.sqrt(G_LR ** 2 + d * sigma ** 2) / R
-        return (algorithms.DPDDA(beta0=beta0, sigma=sigma, p=0.24, clip=clip),
+        return (algorithms.DPDDA(beta0=beta0, sigma=sigma, p=0.24, coordinate_clip=clip),
                 {**info, "sigma": sigma, "sigma_from": f"RDP, beta0 = {beta0:.4g}"})
     alg = algorithms.PGTC(eta=LR_STEPS["alpha"], gamma=LR_STEPS["gamma"], alpha_x=0.5,
                           alpha_y=0.5, compressor=TopK(max(1, round(0.12 * d))), noise_x=1.0,
-                          noise_y=1.0, q=0.99999, batch_size=1, clip=clip)
+                          noise_y=1.0, q=0.99999, batch_size=1,
+                          coordinate_clip=clip)
     alg = alg.calibrate(epsilon, problem, graph(), iterations=T, gradient_bound=G_LR)
     return alg, {**info, "sigma": alg.noise_x.per_agent_params(0, N_AGENTS)["scale"],
                  "sigma_from": "paper 000's Theorem 3"}
@@ -156,7 +157,7 @@ def cnn_run(rate: str, epsilon: float | None, G: float, clipped: bool, epochs: f
                          batch_size=batch)
     sigma, how = (0.0, "noise-free") if epsilon is None else doadp_sigma(epsilon, mech,
                                                                           accountant, CNN_DELTA0)
-    alg = algorithms.DOADP(sigma=sigma, p=p, k=k, clip=Clip(G, "coordinate") if clipped else None,
+    alg = algorithms.DOADP(sigma=sigma, p=p, k=k, coordinate_clip=G if clipped else None,
                            batch_size=batch, **CNN_STEPS)
     snap = run_folder() / "checkpoint.pt"
     net = Network(graph(), float_bits=32, rng=Streams(seed), dtype=torch.float32)
