@@ -226,7 +226,7 @@ def _cwz_quantized(t: dict, task) -> algorithms.CWZQuantized:
 
 
 def _record_c(task) -> dict[str, float]:
-    return {"gradient_bound": task.sensitivity * task.m / 2}      # R per record: C = 2R
+    return {"gradient_bound": task.R}      # R per record: C = 2R
 
 
 WB_COUPLING, WB_COUPLING_DECAY = 0.1, 0.55      # paper 003's reproduction's coupling

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import torch
 
 from ... import algorithms, compression, graphs, noise
 from ...errors import ParameterError
@@ -116,13 +117,17 @@ def _grid(steps: tuple[float, float], key: str, others: tuple[float, float],
 
 def pooled(problem):
     """Every agent's records held by one agent (a trusted curator): the central anchor."""
+    if isinstance(problem, LogisticRegression | NeuralProblem):
+        sizes = problem.local_sizes()
+        # the real records only (an unequal split pads each agent's rows to the largest)
+        rows = problem.A if isinstance(problem, LogisticRegression) else problem.parts
+        keep = torch.arange(rows.shape[1])[None, :] < torch.as_tensor(sizes)[:, None]
     if isinstance(problem, LogisticRegression):
-        n, m, d = problem.A.shape
-        return LogisticRegression(problem.A.reshape(1, n * m, d), problem.b.reshape(1, n * m),
-                                  reg=problem.reg)
+        return LogisticRegression(problem.A[keep][None], problem.b[keep][None], reg=problem.reg)
     if isinstance(problem, NeuralProblem):
         return NeuralProblem(problem.model, problem.features, problem.labels,
-                             problem.parts.reshape(1, -1), problem.test, problem.transform,
+                             problem.parts[keep.to(problem.parts.device)][None], problem.test,
+                             problem.transform,
                              problem.chunk, problem.metric_samples)
     raise ParameterError("problem", type(problem).__name__, "LogisticRegression or NeuralProblem "
                          "(the problems whose records dpnet can pool on one agent)")

@@ -342,8 +342,8 @@ def _dp_dda_poisson(t: dict, task) -> algorithms.DPDDA:
 
 def _half_difference(task) -> float:
     """``L``: half the l2 bound on the gradient difference one record makes (stream: R; finite
-    sum: R/m)."""
-    return task.R if kind(task) == "stream" else task.R / task.m
+    sum: R/m, at the smallest m_i where the sizes differ)."""
+    return task.R if kind(task) == "stream" else task.sensitivity / 2
 
 
 def _dpdda_why(task) -> str | None:

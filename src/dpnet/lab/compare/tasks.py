@@ -55,6 +55,9 @@ class TaskSpec:
     horizons: tuple[float, ...] = (0.25, 1.0)
     #: whether ``--dataset`` names its data (a LIBSVM dataset); a command-line check only
     reads_dataset: bool = dataclasses.field(default=False, metadata=PROSE)
+    #: how the training records are split over the agents: a partitioner of
+    #: :mod:`dpnet.partitions` and its parameters, ``(("how", "dirichlet"), ("alpha", 0.1))``
+    partition: tuple[tuple[str, Any], ...] = (("how", "even"),)
 
     @property
     def privacy_unit(self) -> str:
@@ -79,7 +82,8 @@ def task_spec(name: str) -> TaskSpec:
 @dataclass
 class Task:
     """A built task: the training problem (the agents' data), the graph, per-agent record count
-    ``m``, the feature bound ``R``, the public start ``x0`` and ``score(xbar, split)``: the ranked
+    ``m`` (with unequal local sizes: their mean, which sets the rates B/m of the sampling
+    methods), the feature bound ``R``, the public start ``x0`` and ``score(xbar, split)``: the ranked
     ``utility`` (lower is better) and the secondary ``heldout_loss`` (tuning reads it on the
     validation split) and ``accuracy`` of the average iterate."""
 
@@ -99,7 +103,17 @@ class Task:
 
     @property
     def sensitivity(self) -> float:
-        return 2 * self.R / self.m
+        """``2R/m``, at the smallest local size where the sizes differ: one bound for every
+        agent, exact for the smallest (a function-sensitivity account with one noise level is
+        then set by that agent)."""
+        sizes = self.problem.local_sizes() if hasattr(self.problem, "local_sizes") else None
+        smallest = self.m if sizes is None else int(np.min(sizes))
+        return 2 * self.R / smallest
+
+    @property
+    def equal_sizes(self) -> bool:
+        sizes = self.problem.local_sizes() if hasattr(self.problem, "local_sizes") else None
+        return sizes is None or bool(np.all(sizes == sizes[0]))
 
     def utility(self, xbar: np.ndarray, split: str) -> dict[str, float]:
         """The ranked metric and the secondary ones of ``xbar`` (``split``: val or test)."""
@@ -142,16 +156,18 @@ def _build(name: str, dataset: str | None, root: str) -> Task:
     return spec.builder(spec, dataset)
 
 
-def split_binary(dataset: str, n_agents: int, reg: float = 1e-3):
+def split_binary(dataset: str, n_agents: int, reg: float = 1e-3,
+                 partition: tuple[tuple[str, Any], ...] = (("how", "even"),)):
     """A LIBSVM binary dataset with unit-norm rows, split 60/20/20 into the agents' training
-    problem and the validation and test sets ``(X, y in {-1, +1})``; ``f*`` of the training
-    objective and the loader's notes."""
+    problem (its records split over the agents by ``partition``) and the validation and test
+    sets ``(X, y in {-1, +1})``; ``f*`` of the training objective and the loader's notes."""
     X, y, notes = source.binary(dataset)
     X = unit_rows(np.asarray(X, dtype=np.float64))
     order = np.random.default_rng(0).permutation(len(y))
     n_val = n_test = len(y) // 5
     val, test, train = order[:n_val], order[n_val:n_val + n_test], order[n_val + n_test:]
-    problem = LogisticRegression.partition(X[train], y[train], n_agents, seed=0, reg=reg)
+    problem = LogisticRegression.partition(X[train], y[train], n_agents, seed=0, reg=reg,
+                                           **dict(partition))
     f_star = float(problem.loss(minimize_global(problem, tol=1e-12)))
     evals = {s: (X[idx], np.where(y[idx] > 0, 1.0, -1.0)) for s, idx in
              (("val", val), ("test", test))}
@@ -193,10 +209,50 @@ def logistic_score(problem, evals: dict, f_star: float):
 
 def _logistic(spec: TaskSpec, dataset: str | None) -> Task:
     ds = dataset or spec.dataset
-    problem, evals, f_star, notes = split_binary(ds, spec.n_agents)
+    problem, evals, f_star, notes = split_binary(ds, spec.n_agents, partition=spec.partition)
     spec = dataclasses.replace(spec, title=spec.title.format(dataset=ds), dataset=ds)
-    return Task(spec, problem, graphs.circulant(spec.n_agents, offsets=(1, 2)), problem.m, 1.0,
-                logistic_score(problem, evals, f_star), np.zeros(problem.dim), notes)
+    sizes = problem.local_sizes()
+    if not bool(np.all(sizes == sizes[0])):
+        notes = (*notes, UNEQUAL_SIZES_NOTE.format(smallest=int(sizes.min()),
+                                                   mean=int(round(float(sizes.mean())))))
+    if not bool(np.all(sizes == sizes[0])) or spec.partition != (("how", "even"),):
+        notes = (*notes, skew_note(problem))
+    return Task(spec, problem, graphs.circulant(spec.n_agents, offsets=(1, 2)),
+                int(round(float(sizes.mean()))), 1.0, logistic_score(problem, evals, f_star),
+                np.zeros(problem.dim), notes, exclude=_one_local_size if not
+                bool(np.all(sizes == sizes[0])) else (lambda name: None))
+
+
+UNEQUAL_SIZES_NOTE = (
+    "unequal local sizes: the objective is the average (1/n) sum_i f_i of the agents' own means; "
+    "a function-sensitivity account (one noise level for all) is set by the smallest agent, "
+    "Delta = 2R/{smallest}, so every agent is at or below the target; the sampling methods draw "
+    "at one rate B/m with m = {mean} (the mean size), so each agent's per-record account is the "
+    "same; the central anchor minimises the pooled mean, which weights agents by size")
+
+#: the entries whose algorithm or account reads one local size m for every agent
+ONE_LOCAL_SIZE = {
+    "doadp": "paper 001's account and its batch read one q",
+    "doadp_poisson": "its rate B/q is one q",
+    "dp_dda": "its account (paper 001's) reads one q",
+    "dp_dda_poisson": "its rate B/q is one q",
+    "dpdo": "its record sensitivity 2 sqrt(d) G / m reads one m",
+}
+
+
+def _one_local_size(name: str) -> str | None:
+    why = ONE_LOCAL_SIZE.get(name)
+    return None if why is None else (f"the agents' local sizes differ and {why} (DP-SGD, DECOR "
+                                     "and their anchors account each agent at its own m_i)")
+
+
+def skew_note(problem) -> str:
+    """The split in numbers: each agent's size and share of positive labels."""
+    sizes = problem.local_sizes()
+    b = problem.b.cpu().numpy() if hasattr(problem.b, "cpu") else np.asarray(problem.b)
+    positive = [float(np.mean(b[i, :s] > 0)) for i, s in enumerate(sizes)]
+    return ("local sizes " + ", ".join(str(int(s)) for s in sizes) + "; positive share "
+            + ", ".join(f"{p:.2f}" for p in positive))
 
 
 def _nonconvex(spec: TaskSpec, dataset: str | None) -> Task:
@@ -232,3 +288,13 @@ register(TaskSpec("logistic", "l2-regularised logistic regression (lambda = 1e-3
 register(TaskSpec("nonconvex", "paper 000's nonconvex logistic problem (37) (m = 200, d = 10, "
                   "lambda = 1e-3, alpha = 1), 10 agents, circulant graph",
                   "||grad f(xbar_K)||^2", 400, 80, _nonconvex))
+register(TaskSpec("logistic_shards", "the logistic task with label skew at equal sizes: a9a's "
+                  "training records sorted by label and cut into 10 equal shards, one per agent "
+                  "(flwr-datasets' ShardPartitioner), so most agents hold one class only",
+                  "suboptimality f(xbar_K) - f*", 400, 80, _logistic, dataset="a9a",
+                  partition=(("how", "shards"), ("shards_per_agent", 1))))
+register(TaskSpec("logistic_dirichlet", "the logistic task with label and quantity skew: a9a's "
+                  "training records split by Dirichlet(0.1) label proportions (flwr-datasets' "
+                  "DirichletPartitioner), unequal local sizes",
+                  "suboptimality f(xbar_K) - f*", 400, 80, _logistic, dataset="a9a",
+                  partition=(("how", "dirichlet"), ("alpha", 0.1), ("min_size", 2))))
