@@ -221,3 +221,17 @@ def test_a_missing_optional_package_imported_inside_a_run_does_not_stop_its_key(
     parts: dict = {}
     keys._visit(run, parts, (__name__, *keys._ABOVE))
     assert parts[f"{__name__}:STACK"] == keys._stable(keys.STACK, {}, ())   # no ImportError
+
+
+def test_code_without_a_module_or_source_is_keyed_by_its_body():
+    # a notebook or a doc test runs code with exec in a bare namespace: no __name__, no source
+    # file; two different bodies must not share a run's key, and one body keeps its key
+    def built(body: str):
+        namespace: dict = {}
+        exec(compile(f"f = lambda t: {body}\n", "<cell>", "exec"), namespace)
+        return namespace["f"]
+
+    a, b, a_again = built("t + 1"), built("t + 2"), built("t + 1")
+    assert a.__module__ is None
+    assert keys.value_digest(a) != keys.value_digest(b)
+    assert keys.value_digest(a) == keys.value_digest(a_again)

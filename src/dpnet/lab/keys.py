@@ -25,6 +25,7 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import marshal
 import sys
 import textwrap
 import types
@@ -114,7 +115,7 @@ def value_digest(*values: Any) -> str:
             return [v, type(v), *(getattr(v, f.name) for f in dataclasses.fields(v))]
         return [v]
 
-    homes = sorted({m.__module__ for v in values for m in members(v) if _code_object(m)}
+    homes = sorted({_module_of(m) for v in values for m in members(v) if _code_object(m)}
                    - {"builtins"})
     parts: dict[str, str] = {}
     for i, value in enumerate(values):
@@ -129,7 +130,7 @@ def _digest(parts: dict[str, str]) -> str:
 
 def _visit(obj: Any, parts: dict[str, str], above: tuple[str, ...]) -> None:
     obj = inspect.unwrap(obj) if callable(obj) else obj
-    module = obj.__name__ if inspect.ismodule(obj) else getattr(obj, "__module__", None) or ""
+    module = obj.__name__ if inspect.ismodule(obj) else _module_of(obj)
     if not module.startswith(above):
         return                      # the library (its digest) or a third-party package
     name = module if inspect.ismodule(obj) else f"{module}.{getattr(obj, '__qualname__', '?')}"
@@ -245,8 +246,27 @@ def _names(obj: Any) -> set[str]:
     return names
 
 
+def _module_of(obj: Any) -> str:
+    """The module that defines ``obj``; code run by ``exec`` in a namespace without a
+    ``__name__`` has none, and counts as the main script's."""
+    module = getattr(obj, "__module__", None)
+    return module if isinstance(module, str) else NO_MODULE
+
+
+#: the home of code that no module defines (``exec``'d in a bare namespace)
+NO_MODULE = "__main__"
+
+
 def _source(obj: Any) -> str:
+    """The normalised source of ``obj``; for code without a source file (``exec``, a
+    notebook's older cell) its compiled code, so that two different bodies never share a key."""
     try:
         return normalized(inspect.getsource(obj))
     except (OSError, TypeError):
+        code = getattr(obj, "__code__", None)
+        if code is not None:
+            return "code " + hashlib.sha256(marshal.dumps(code)).hexdigest()
+        if inspect.isclass(obj):
+            return "class " + ";".join(f"{k}={_source(v)}" for k, v in sorted(vars(obj).items())
+                                       if inspect.isfunction(v))
         return repr(getattr(obj, "__qualname__", obj))
