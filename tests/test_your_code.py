@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from dpnet import algorithms, cli, graphs, problems
+from dpnet import algorithms, cli, graphs, problems, registry
 from dpnet.algorithms.base import REGISTRY
 from dpnet.errors import ParameterError, UnknownNameError
 
@@ -70,6 +70,7 @@ def user_file(tmp_path, monkeypatch):
     path = tmp_path / "my_code_for_dpnet.py"
     path.write_text(USER)
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "_EXTENSIONS", [])
     with REGISTRY.restoring():
         yield path
     sys.modules.pop("my_code_for_dpnet", None)
@@ -113,3 +114,44 @@ def test_list_and_privacy_take_with(user_file, capsys):
     assert "user_heavy_ball" in capsys.readouterr().out
     assert cli.main(["privacy", "dp_sgd", "--with", "no_such_file.py"]) == 2
     assert "--with='no_such_file.py'" in capsys.readouterr().err
+
+
+def test_workers_started_by_spawn_import_the_with_extensions(user_file, monkeypatch):
+    """A spawned worker copies no module of its parent (CUDA runs spawn them): without the
+    extensions a user's algorithm is unknown there; the pool's initializer imports them."""
+    from dpnet.lab import store
+
+    registry.import_extensions([str(user_file)])
+    assert registry.imported_extensions() == (str(user_file.resolve()),)
+    pool = store._pool(1, method="spawn")
+    try:
+        cls = pool.submit(algorithms.get, "user_heavy_ball").result(timeout=300)
+    finally:
+        pool.shutdown()
+    assert cls.__name__ == "HeavyBallDGD"
+    monkeypatch.setattr(registry, "_EXTENSIONS", [])         # as before: nothing passed on
+    pool = store._pool(1, method="spawn")
+    try:
+        with pytest.raises(UnknownNameError, match="user_heavy_ball"):
+            pool.submit(algorithms.get, "user_heavy_ball").result(timeout=300)
+    finally:
+        pool.shutdown()
+
+
+def test_every_dpnet_error_survives_a_trip_between_processes():
+    """What a worker raises comes back as the same error with the same message (a subclass whose
+    __init__ takes other arguments than its message broke the pool instead)."""
+    import pickle
+
+    from dpnet.data import DataError
+    from dpnet.distributed import DistributedError
+    from dpnet.errors import NonFiniteError
+
+    for err in (ParameterError("lr", lambda: 0, "lr > 0", "a hint"),
+                UnknownNameError("algorithm", "nosuch", ["dgd", "dp_sgd"]),
+                NonFiniteError(7, "x", "detail"), DataError("missing a9a"),
+                DistributedError("rank 1 died")):
+        back = pickle.loads(pickle.dumps(err))
+        assert type(back) is type(err) and str(back) == str(err)
+    back = pickle.loads(pickle.dumps(UnknownNameError("graph", "rng", ["ring"])))
+    assert (back.kind, back.name, back.known) == ("graph", "rng", ["ring"])

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import importlib
-import importlib.util
 import inspect
 import json
 import math
@@ -24,7 +22,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from . import algorithms, compression, data, distributed, graphs, partitions, problems
+from . import algorithms, compression, data, distributed, graphs, partitions, problems, registry
 from .errors import DPNetError, ParameterError, UnknownNameError, positive_int, require
 from .lab import audit, compare, config, report, reproduce, store, sweep
 from .privacy import accountants
@@ -232,28 +230,9 @@ def cmd_cache(args) -> int:
 
 
 def _import_extensions(paths: list[str]) -> None:
-    """Import each module or ``.py`` file of ``--with``: it registers its own algorithms,
-    graphs, partitioners, experiment specs, benchmark tasks or entries at import, as dpnet's own
-    modules do."""
-    for item in paths:
-        path = Path(item)
-        if path.suffix == ".py":
-            if not path.is_file():
-                raise ParameterError("--with", item, "an existing .py file or an importable "
-                                     "module name")
-            known = sys.modules.get(path.stem)
-            if known is not None and getattr(known, "__file__", None) != str(path.resolve()):
-                raise ParameterError("--with", item, f"a file whose name does not shadow the "
-                                     f"imported module {path.stem!r} (rename the file)")
-            spec = importlib.util.spec_from_file_location(path.stem, path.resolve())
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[path.stem] = module          # its functions' source stays findable
-            spec.loader.exec_module(module)
-            continue
-        try:
-            importlib.import_module(item)
-        except ModuleNotFoundError as err:
-            raise ParameterError("--with", item, f"an importable module ({err})") from None
+    """Import each module or ``.py`` file of ``--with`` (:func:`dpnet.registry.import_extensions`:
+    worker processes started by spawn import them too)."""
+    registry.import_extensions(paths)
 
 
 def _listed(option: str, text: str | None) -> list[str] | None:

@@ -7,12 +7,35 @@ can fix the call without reading the source.
 from __future__ import annotations
 
 import math
+import pickle
 from collections.abc import Iterable
 from typing import Any
 
 
 class DPNetError(Exception):
     """Base class of dpnet's own errors."""
+
+    def __reduce__(self):
+        # a worker process sends its error back pickled, and the subclasses' __init__ take other
+        # arguments than ``args``: rebuild from the message and the attributes a handler reads
+        # (those that pickle), or the pool breaks instead of naming the error
+        state = {k: v for k, v in vars(self).items() if _pickles(v)}
+        return _rebuilt, (type(self), self.args, state)
+
+
+def _pickles(value: Any) -> bool:
+    try:
+        pickle.dumps(value)
+    except Exception:                                   # noqa: BLE001 - any reason: leave it out
+        return False
+    return True
+
+
+def _rebuilt(cls: type, args: tuple, state: dict) -> DPNetError:
+    err = cls.__new__(cls)
+    Exception.__init__(err, *args)
+    err.__dict__.update(state)
+    return err
 
 
 class ParameterError(DPNetError, ValueError):

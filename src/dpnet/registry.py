@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import sys
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from .errors import ParameterError, UnknownNameError
@@ -119,3 +121,43 @@ def resolve(target: str, what: str) -> Any:
             raise UnknownNameError(f"{what} attribute", f"{module_name}:{attr}", known)
         obj = getattr(obj, part)
     return obj
+
+
+#: the extensions this process imported (``--with``), in order: a worker started by spawn
+#: (which copies no module of its parent) imports them again before it runs anything
+_EXTENSIONS: list[str] = []
+
+
+def import_extensions(paths) -> None:
+    """Import each module name or ``.py`` file of ``paths``: it registers its own algorithms,
+    graphs, partitioners, experiment specs, benchmark tasks or entries at import, as dpnet's own
+    modules do. A file is imported under its stem, so that its functions' source stays findable
+    (the run cache keys code by its source)."""
+    for item in paths:
+        path = Path(item)
+        if path.suffix == ".py":
+            if not path.is_file():
+                raise ParameterError("--with", item, "an existing .py file or an importable "
+                                     "module name")
+            known = sys.modules.get(path.stem)
+            if known is not None and getattr(known, "__file__", None) != str(path.resolve()):
+                raise ParameterError("--with", item, f"a file whose name does not shadow the "
+                                     f"imported module {path.stem!r} (rename the file)")
+            if known is None:
+                spec = importlib.util.spec_from_file_location(path.stem, path.resolve())
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[path.stem] = module
+                spec.loader.exec_module(module)
+            item = str(path.resolve())
+        else:
+            try:
+                importlib.import_module(item)
+            except ModuleNotFoundError as err:
+                raise ParameterError("--with", item, f"an importable module ({err})") from None
+        if item not in _EXTENSIONS:
+            _EXTENSIONS.append(item)
+
+
+def imported_extensions() -> tuple[str, ...]:
+    """What :func:`import_extensions` imported in this process, in order."""
+    return tuple(_EXTENSIONS)

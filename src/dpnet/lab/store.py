@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .. import registry
 from ..errors import ParameterError
 from ..runner import RunDiagnosis
 from ..threads import torch_threads
@@ -253,12 +254,21 @@ def _die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def _pool(jobs: int) -> ProcessPoolExecutor:
+def _start_worker(parent: int, extensions: tuple[str, ...]) -> None:
+    """Worker initializer: die with the parent, and import the user's ``--with`` extensions
+    where the worker was spawned (a fork has them already)."""
+    _die_with_parent(parent)
+    registry.import_extensions(extensions)
+
+
+def _pool(jobs: int, method: str | None = None) -> ProcessPoolExecutor:
     """Worker processes that die with this one; forked (cheap) unless CUDA is initialised here,
-    whose state a fork would copy unusable."""
-    method = "spawn" if torch.cuda.is_initialized() else "fork"
+    whose state a fork would copy unusable (``method`` forces one). Spawned workers import the
+    parent's ``--with`` extensions first, so a user's names resolve there too."""
+    method = method or ("spawn" if torch.cuda.is_initialized() else "fork")
+    extensions = registry.imported_extensions() if method == "spawn" else ()
     return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context(method),
-                               initializer=_die_with_parent, initargs=(os.getpid(),))
+                               initializer=_start_worker, initargs=(os.getpid(), extensions))
 
 
 def _stop(pool: ProcessPoolExecutor) -> None:
