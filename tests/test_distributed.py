@@ -31,7 +31,8 @@ SPARSE_N = 400   # agents of the run whose operators are sparse (above network._
 LOG_EVERY = 2
 SEED = 5
 # distance to a fixed point (the problems' optima would cost an L-BFGS solve on every rank)
-RUN = dict(seed=SEED, record=True, log_every=LOG_EVERY, reference=torch.full((5,), 0.1))
+RUN = dict(seed=SEED, record=True, log_every=LOG_EVERY, reference=torch.full((5,), 0.1),
+           randomness="reproducible")
 
 
 def _lap(scale=0.05, q=0.9):
@@ -415,6 +416,7 @@ def test_block_offsets_and_bad_splits():
 # -- the command line: dpnet run CONFIG --backend distributed (as under torchrun) ----------
 CONFIG = """
 seed = 2
+randomness = "reproducible"
 iterations = 20
 log_every = 5
 [graph]
@@ -454,3 +456,33 @@ def test_cli_backend_distributed_writes_once_and_equals_simulated(tmp_path):
     assert set(csv.dtype.names) == set(ref.history) and len(csv) == 5
     for key in csv.dtype.names:
         np.testing.assert_allclose(csv[key], ref.history[key], rtol=1e-12, atol=1e-12)
+
+
+# -- secret randomness: the distributed default (issue 38 item 1) ---------------------------------
+def _secret_job():
+    n, split, und = LAYOUTS[2]
+    alg = dpnet.algorithms.DPSGD(0.3, 1.0, clip=1.0, rate=0.5)
+    problem, graph = _samples(n), und(n)
+    runs = [D.run(alg, problem, graph, 3, split=split, timeout=30, record=True)
+            for _ in range(2)]
+    try:
+        D.run(dpnet.algorithms.DECOR(0.3, 1.0, 3.0, rate=0.5), problem, graph, 3, split=split,
+              timeout=30)
+    except ParameterError as err:
+        decor = str(err)
+    else:
+        decor = None
+    return [(r.randomness, r.summary()["randomness"], r.x) for r in runs], decor
+
+
+def test_distributed_runs_are_secret_by_default_and_decor_waits_for_agreed_keys():
+    outcomes = D.launch(_secret_job, 2, timeout=60)
+    for runs, decor in (o.unwrap() for o in outcomes):
+        (kind, said, x1), (_, _, x2) = runs
+        assert kind == said == "secret"
+        assert not np.allclose(x1, x2)          # one seed, two runs: different noise
+        assert decor is not None and "randomness" in decor and "pairwise" in decor
+    with pytest.warns(D.ReproducibleRandomness, match="strips it from the messages"):
+        with pytest.raises(ParameterError, match="torchrun"):   # no group: the warning first
+            D.run(dpnet.algorithms.DGD(0.1), _samples(4), graphs.ring(4), 1,
+                  randomness="reproducible", timeout=1)

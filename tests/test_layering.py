@@ -25,6 +25,7 @@ LAYERS = (
     ("errors", "version"),
     ("registry", "threads"),
     ("rng",),
+    ("secret_rng",),
     ("noise", "compression"),
     ("graphs",),
     ("network",),

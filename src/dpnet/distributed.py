@@ -44,6 +44,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,11 +56,12 @@ import torch
 import torch.distributed as dist
 
 from . import checkpoints, runner
-from .errors import DPNetError, ParameterError, positive, require
+from .errors import DPNetError, ParameterError, UnknownNameError, positive, require
 from .graphs import Graph
 from .graphs.base import laplacian_of, support
 from .network import BitLedger, Network, Transcript, TranscriptEntry, torch_operator
 from .rng import Streams
+from .secret_rng import RANDOMNESS, SecretStreams
 
 DEFAULT_TIMEOUT = 60.0  # seconds a rank waits for a peer before declaring it dead or hung
 
@@ -449,7 +451,7 @@ def run(algorithm, problem, graph: Graph, iterations: int, *, split: Sequence[in
         checkpoint_every: int = 0, keep_checkpoints: int = 2, resume: bool | str = False,
         seed: int = 0, record: bool = False, float_bits: int = 64,
         progress: bool | None = None, device: torch.device | str = "cpu",
-        **kwargs: Any) -> runner.Result:
+        randomness: str = "secret", **kwargs: Any) -> runner.Result:
     """:func:`dpnet.run` with the agents spread over the ranks of a process group.
 
     Every rank calls it with the same arguments (SPMD) and gets the same merged
@@ -460,14 +462,24 @@ def run(algorithm, problem, graph: Graph, iterations: int, *, split: Sequence[in
     several GPUs per machine pass ``f"cuda:{local_rank}"``). ``checkpoint_dir`` +
     ``checkpoint_every``: per-rank checkpoints;
     ``resume=True`` continues from the newest iteration all ranks saved (``"auto"``: if there is
-    one, else from the start, for restarts under ``torchrun --max-restarts``). Other keyword
-    arguments are :func:`dpnet.run`'s."""
+    one, else from the start, for restarts under ``torchrun --max-restarts``).
+    ``randomness``: ``"secret"`` by default (each rank draws the noise and batches of its agents
+    from its own key, :mod:`dpnet.secret_rng`); ``"reproducible"`` makes every draw a function of
+    ``seed`` (the simulated run's, to 1e-12) and warns that whoever knows the seed strips the
+    noise. Other keyword arguments are :func:`dpnet.run`'s."""
     require(not getattr(graph, "time_varying", False), "graph", getattr(graph, "name", graph),
             "a fixed graph: the distributed backend's halo exchange is built once for one "
             "neighbourhood (time-varying graphs run on the simulated network, dpnet.run)")
+    if randomness not in RANDOMNESS:
+        raise UnknownNameError("randomness", randomness, RANDOMNESS)
+    check_secret_pairs(algorithm, randomness)
+    if randomness == "reproducible":
+        warnings.warn(REPRODUCIBLE_WARNING.format(seed=seed), ReproducibleRandomness,
+                      stacklevel=2)
     init_from_env(timeout)
     require(resume in (True, False, "auto"), "resume", resume, "True, False or 'auto'")
-    net = DistributedNetwork(graph, record=record, float_bits=float_bits, rng=Streams(seed),
+    rng = SecretStreams(seed) if randomness == "secret" else Streams(seed)
+    net = DistributedNetwork(graph, record=record, float_bits=float_bits, rng=rng,
                              split=split, timeout=timeout, device=device)
     store = None
     if checkpoint_dir is not None:
@@ -492,13 +504,36 @@ def run(algorithm, problem, graph: Graph, iterations: int, *, split: Sequence[in
                          float_bits=float_bits, network=net, device=device,
                          progress=progress if net.rank == 0 else False,
                          checkpoint=store.save if store is not None else None,
-                         checkpoint_every=checkpoint_every, resume=snapshot, **kwargs)
+                         checkpoint_every=checkpoint_every, resume=snapshot,
+                         randomness=randomness, **kwargs)
     except BaseException:
         net.abort()  # peers learn of it now, not after the timeout, even if this process lives on
         raise
     res = net.merged_result(res)
     net.close()
     return res
+
+
+class ReproducibleRandomness(UserWarning):
+    """A distributed run whose every draw is a public function of its seed."""
+
+
+REPRODUCIBLE_WARNING = (
+    "randomness='reproducible' across processes: every noise draw and batch of this run is a "
+    "function of seed={seed}, which every rank's configuration holds; anyone who knows or "
+    "guesses it regenerates the noise and strips it from the messages, so the run's privacy "
+    "guarantee does not hold against them (use it to test, not to deploy)")
+
+
+def check_secret_pairs(algorithm, randomness: str) -> None:
+    """Pairwise secrets (DECOR's) must be agreed by both ends of an edge; across ranks with secret
+    randomness each rank's key is its own, so the two ends would draw different parts that do
+    not cancel. Until the ends agree a key on the wire, refuse."""
+    if randomness == "secret" and getattr(algorithm, "pairwise_secrets", False):
+        raise ParameterError("randomness", randomness, f"'reproducible' for {algorithm.name} "
+                             "across ranks: its pairwise secrets need a key both ends of each "
+                             "edge agree (not yet exchanged between ranks), and its threat "
+                             "model then excludes whoever knows the seed")
 
 
 def _leading(v: np.ndarray) -> int:

@@ -490,6 +490,9 @@ class Streams:
     device.
     """
 
+    #: which of :data:`dpnet.secret_rng.RANDOMNESS` these streams are
+    kind = "reproducible"
+
     def __init__(self, seed: int) -> None:
         if not isinstance(seed, int | np.integer) or seed < 0:
             raise ValueError(f"seed={seed!r} violates the condition: seed must be an integer >= 0")

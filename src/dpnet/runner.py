@@ -53,13 +53,14 @@ import torch
 
 from .algorithms.base import Algorithm, Context, State
 from .algorithms.base import available as algorithms_available
-from .errors import NonFiniteError, ParameterError, positive_int
+from .errors import NonFiniteError, ParameterError, UnknownNameError, positive_int
 from .graphs import Graph, GraphSchedule
 from .network import BitLedger, Network, Transcript
 from .privacy.guarantee import PrivacyGuarantee
 from .problems.base import Problem, canonical_device, ranges_text
 from .problems.neural import NeuralProblem
 from .rng import Streams
+from .secret_rng import RANDOMNESS, SecretStreams
 from .threads import run_threads, torch_threads
 
 #: above this epsilon per agent a run's guarantee is reported as close to none
@@ -87,6 +88,8 @@ class Result:
     params: dict[str, Any] = field(default_factory=dict)
     wall_time: float = 0.0
     timing: dict[str, float] = field(default_factory=dict)
+    #: "reproducible" (every draw a function of the seed) or "secret" (dpnet.secret_rng)
+    randomness: str = "reproducible"
 
     @property
     def bits(self) -> dict:
@@ -137,7 +140,8 @@ class Result:
         string "inf"."""
         last = {k: v[-1] for k, v in self.history.items() if len(v)}
         return _plain({"algorithm": self.algorithm, "params": self.params,
-                       "iterations": self.iterations, "seed": self.seed, "final": last,
+                       "iterations": self.iterations, "seed": self.seed,
+                       "randomness": self.randomness, "final": last,
                        "bits": self.ledger.as_dict(), "privacy": self.privacy.as_dict(),
                        "wall_time_s": self.wall_time, "timing_s": dict(self.timing)})
 
@@ -320,7 +324,7 @@ def run(algorithm: Algorithm, problem: Problem, graph: Graph, iterations: int,
         callback: Callable[[int, State], None] | None = None,
         checkpoint: Callable[[dict], None] | None = None, checkpoint_every: int = 0,
         resume: dict | None = None, device: torch.device | str | None = None,
-        threads: int | None = None) -> Result:
+        threads: int | None = None, randomness: str = "reproducible") -> Result:
     """Run ``algorithm`` for ``iterations`` steps on ``problem`` over ``graph``.
 
     ``x0``: ``(n, d)`` or ``(d,)`` (default: the problem's ``U[0,1]^d`` start from ``seed``).
@@ -336,6 +340,9 @@ def run(algorithm: Algorithm, problem: Problem, graph: Graph, iterations: int,
     ``device``: where state, problem data, noise, compression and mixing live (``"cuda"``,
     ``"cpu"``, any torch device; default: the given network's, else the CPU); the result, its
     history and transcript are NumPy arrays on the CPU whatever the device.
+    ``randomness``: ``"reproducible"`` (every draw a public function of ``seed``: simulation,
+    reproductions, tests) or ``"secret"`` (:mod:`dpnet.secret_rng`: the draws a guarantee assumes
+    hidden come from AES-CTR under a key from the OS's entropy; two runs with one seed differ).
     ``threads``: torch's intra-op threads during the run (None: the policy of
     :mod:`dpnet.threads`: ``$DPNET_THREADS`` when set, else 1 thread when ``n_agents * dim <
     10^5`` and the problem is not neural, else the caller's count; oversubscribed threads on a
@@ -351,11 +358,13 @@ def run(algorithm: Algorithm, problem: Problem, graph: Graph, iterations: int,
     if isinstance(iterations, bool) or not isinstance(iterations, int | np.integer) \
             or iterations < 0:
         raise ParameterError("iterations", iterations, "an integer >= 0 (0: the start x0 only)")
+    if randomness not in RANDOMNESS:
+        raise UnknownNameError("randomness", randomness, RANDOMNESS)
     count = run_threads(problem.n_agents, problem.dim, isinstance(problem, NeuralProblem), threads)
     with torch_threads(count):
         res = _run(algorithm, problem, graph, iterations, x0, seed, log_every, record, float_bits,
                    reference, privacy, progress, network, metrics, callback, checkpoint,
-                   checkpoint_every, resume, device)
+                   checkpoint_every, resume, device, randomness)
     for line in res.diagnosis():
         warnings.warn(f"{res.algorithm}: {line}", RunDiagnosis, stacklevel=2)
     return res
@@ -375,7 +384,7 @@ def _check_schedule(algorithm, schedule) -> None:
 
 def _run(algorithm, problem, graph, iterations, x0, seed, log_every, record, float_bits, reference,
          privacy, progress, network, metrics, callback, checkpoint, checkpoint_every, resume,
-         device) -> Result:
+         device, randomness="reproducible") -> Result:
     setup_start = time.perf_counter()
     K = int(iterations)
     if device is None:
@@ -390,7 +399,10 @@ def _run(algorithm, problem, graph, iterations, x0, seed, log_every, record, flo
     else:
         algorithm.check_graph(graph)
     algorithm.check_problem(problem)
-    rng = Streams(seed)
+    rng = SecretStreams(seed) if randomness == "secret" else Streams(seed)
+    if network is not None and network.rng.kind != randomness:
+        raise ParameterError("randomness", randomness, f"the given network's ({network.rng.kind}"
+                             " streams): make the network with the run's streams")
     # the state's dtype is the problem's (a NeuralProblem's rows are float32)
     net = network or Network(graph, record=record, float_bits=float_bits, rng=rng, device=device,
                              dtype=getattr(problem, "dtype", torch.float64))
@@ -451,4 +463,4 @@ def _run(algorithm, problem, graph, iterations, x0, seed, log_every, record, flo
                   privacy=guarantee, transcript=net.transcript,
                   state={k: _to_cpu_numpy(v) for k, v in state.items()},
                   iterations=K, seed=seed, params=algorithm.params(), wall_time=wall,
-                  timing=timing)
+                  timing=timing, randomness=randomness)

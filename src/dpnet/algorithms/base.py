@@ -88,6 +88,9 @@ class Algorithm(ABC):
     #: :class:`~dpnet.graphs.schedule.GraphSchedule`): each W_k doubly stochastic, the union
     #: over rounds connected; the runner refuses a schedule otherwise
     time_varying_graphs: ClassVar[bool] = False
+    #: whether two agents draw a shared secret (keyed by their edge): across processes with
+    #: secret randomness they would need a key agreed between them (dpnet.distributed refuses)
+    pairwise_secrets: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Every constructor is followed by :meth:`_check_noise_arguments`, so a wrong noise

@@ -38,6 +38,7 @@ from .dp_sgd import DPSGD, account, rdp_curve
 class DECOR(DPSGD):
     # the pairwise secrets live on the fixed graph's edges and its account reads its Laplacian
     time_varying_graphs = False
+    pairwise_secrets = True             # both ends of an edge draw its pairwise part
     name = "decor"
     paper = ("Allouah et al., ICML 2024 (DECOR: decentralized DP-SGD with pairwise-cancelling "
              "correlated noise)")

@@ -33,6 +33,7 @@ import numpy as np
 from .. import algorithms, compression, distributed, graphs, noise, partitions, problems, runner
 from ..errors import DPNetError, ParameterError, UnknownNameError
 from ..registry import resolve
+from ..secret_rng import RANDOMNESS
 from . import report
 
 #: the run's scalars: key -> (condition, check)
@@ -44,6 +45,8 @@ SCALARS: dict[str, tuple[str, Callable[[Any], bool]]] = {
                    and v in (32, 64)),
     "device": ('a torch device name such as "cpu" or "cuda:0"',
                lambda v: isinstance(v, str) and bool(v)),
+    "randomness": ('"reproducible" or "secret" (default: reproducible simulated, secret '
+                   'distributed)', lambda v: v in RANDOMNESS),
 }
 #: the component tables (each has a ``name``)
 TABLES = ("graph", "problem", "algorithm")
@@ -240,7 +243,7 @@ def validate(cfg: Any) -> dict[str, Any]:
                 _check_names(key, cfg[key], set(keys))
     out = {**DEFAULTS, **cfg}
     for key, (condition, ok) in SCALARS.items():
-        if not ok(out[key]):
+        if key in out and not ok(out[key]):
             raise ParameterError(key, out[key], condition)
     _check_size(out)
     return out
@@ -321,7 +324,10 @@ def run(cfg: dict[str, Any], out: Path | None, quiet: bool = False,
             extra.get("timeout", distributed.DEFAULT_TIMEOUT))
     graph, problem, algorithm = build(cfg, agents)
     go = distributed.run if backend == "distributed" else runner.run
+    randomness = cfg.get("randomness") or ("secret" if backend == "distributed" else
+                                           "reproducible")
     res = go(algorithm, problem, graph, cfg["iterations"], seed=cfg["seed"],
+             randomness=randomness,
              log_every=cfg["log_every"], float_bits=cfg["float_bits"],
              privacy=cfg.get("privacy") or None, progress=None if not quiet else False,
              device=device, **extra)

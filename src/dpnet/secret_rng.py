@@ -1,0 +1,92 @@
+"""Secret randomness: the draws a privacy guarantee assumes hidden, from a cryptographic generator.
+
+:class:`dpnet.rng.Streams` makes every draw a public function of the run's seed. That is what a
+simulation, a reproduction or a test needs, and what a deployment must not have: whoever knows the
+seed regenerates the noise and subtracts it from the messages (``tests/test_secret_rng.py`` runs
+that attack). :class:`SecretStreams` keeps the interface and the keying by (purpose, iteration,
+agent, coordinate), so an algorithm cannot tell the two apart, but its bits come from AES-256 in
+counter mode under a key drawn from the operating system's entropy (``os.urandom``) when the
+streams are made. The key lives in this object only: it is not derived from the seed, not written
+to a checkpoint and not sent anywhere, so two runs with the same seed draw different noise and no
+other process can regenerate this one's.
+
+Counter layout: the 128-bit counter block of a draw is ``H(purpose, iteration)`` (64 bits,
+BLAKE2b) followed by a 64-bit block index; agent ``a``'s row of ``width`` words starts at block
+``a * ceil(width / 2)`` (an AES block holds two 64-bit words), so a row is the same whichever
+other agents are drawn with it, and distinct (purpose, iteration, agent) never share keystream.
+
+Purposes in :data:`PUBLIC_PURPOSES` stay on the seeded chain: randomness no guarantee relies on
+being hidden and that every agent must draw alike (paper 004's common random step ``"eta"``, a
+Rand-k compressor's coordinate choice). Everything else is secret: privacy noise, batch
+membership, activation, quantisation dithers, DECOR's pairwise parts.
+
+The uniforms are the same 53-bit construction as the seeded streams' (the top 53 bits of a word),
+and Laplace and Gaussian draws transform them the same way: the floating-point issue of inverted
+CDFs (Mironov 2012) is not addressed here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import numpy as np
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+from .rng import Streams
+
+#: purposes drawn from the seed even in secret mode (see the module docstring); a compressor's
+#: purpose ends with its own suffix (``"x/randk"``)
+PUBLIC_PURPOSES = ("eta", "x0")
+PUBLIC_SUFFIXES = ("/randk",)
+
+#: the two kinds of randomness a run can use
+RANDOMNESS = ("reproducible", "secret")
+
+
+def _block_id(purpose: str, iteration: int) -> int:
+    digest = hashlib.blake2b(f"{purpose}\0{int(iteration)}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+def is_public(purpose: str) -> bool:
+    return purpose in PUBLIC_PURPOSES or purpose.endswith(PUBLIC_SUFFIXES)
+
+
+class SecretStreams(Streams):
+    """:class:`~dpnet.rng.Streams` whose secret purposes draw from AES-256-CTR under a key from
+    ``os.urandom`` (see the module docstring); ``seed`` keys the public purposes only."""
+
+    kind = "secret"
+
+    def __init__(self, seed: int = 0) -> None:
+        super().__init__(seed)
+        self.__key = os.urandom(32)
+
+    def __repr__(self) -> str:                   # never the key
+        return f"SecretStreams(seed={self.seed}, key=<os.urandom, kept in memory>)"
+
+    def __getstate__(self):
+        raise TypeError("SecretStreams is not picklable: its key must not leave the process")
+
+    def _bits(self, purpose: str, iteration: int, agents: np.ndarray, width: int) -> np.ndarray:
+        if is_public(purpose):
+            return super()._bits(purpose, iteration, agents, width)
+        agents = np.asarray(agents, dtype=np.int64)
+        out = np.empty((agents.size, width), dtype=np.uint64)
+        if agents.size == 0 or width == 0:
+            return out
+        per_row = (width + 1) // 2                     # AES blocks per agent row
+        high = _block_id(purpose, iteration) << 64
+        # one keystream per run of consecutive agent ids (a rank's block, a range of edges): a
+        # loop over runs, one run in the common case
+        breaks = np.flatnonzero(np.diff(agents) != 1) + 1
+        for start, stop in zip(np.r_[0, breaks], np.r_[breaks, agents.size], strict=True):
+            first = int(agents[start])
+            counter = (high | (first * per_row)).to_bytes(16, "big")
+            stream = Cipher(algorithms.AES(self.__key), modes.CTR(counter)).encryptor()
+            rows = stop - start
+            raw = stream.update(bytes(rows * per_row * 16))
+            words = np.frombuffer(raw, dtype=np.uint64).reshape(rows, 2 * per_row)
+            out[start:stop] = words[:, :width]
+        return out
