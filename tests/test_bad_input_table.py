@@ -20,11 +20,12 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "diadsp.toml"
 TINY = ["iterations=5", "problem.samples=20"]
 
 
-def _cli_error(capsys, argv, *needles):
-    """``dpnet ARGV`` exits with status 2 and one error line naming every needle."""
+def _cli_error(capsys, argv, *needles, status: int = 2):
+    """``dpnet ARGV`` exits with ``status`` (2: a usage error; 1: a run that failed) and one
+    error line naming every needle."""
     code = cli.main(argv)
     err = capsys.readouterr().err
-    assert code == 2, err
+    assert code == status, err
     assert "Traceback" not in err and err.startswith("dpnet: error:"), err
     for needle in needles:
         assert needle in err, (needle, err)
@@ -124,8 +125,9 @@ def test_an_unwritable_out_fails_before_any_work(tmp_path, capsys):
 
 
 def test_diverging_step_stops_with_an_error_not_nan(tmp_path, capsys):
+    # a run that started and diverged: exit status 1, not a usage error's 2
     err = _cli_error(capsys, ["run", _toml(tmp_path, BASE), "algorithm.eta=1e300", "--out",
-                              str(tmp_path / "o")], "non-finite")
+                              str(tmp_path / "o")], "non-finite", status=1)
     assert "iteration" in err
 
 
@@ -260,3 +262,14 @@ def test_a_size_with_extra_digits_is_refused_before_any_allocation(tmp_path, cap
     err = _cli_error(capsys, ["run", _toml(tmp_path, BASE), override, "--out",
                               str(tmp_path / "o")], "GiB", "half of this machine's memory")
     assert "graph.n, problem.samples, problem.dim=" in err
+
+
+@pytest.mark.parametrize("seed", [2 ** 64, 2 ** 63, -1, 1.5, True, "0"])
+def test_api_seeds_outside_the_range_are_named_errors(seed):
+    import dpnet
+    from dpnet import algorithms, graphs, problems
+    from dpnet.errors import ParameterError
+
+    problem = problems.Quadratic.random(n_agents=3, dim=2)
+    with pytest.raises(ParameterError, match=r"seed=.*\[0, 2\*\*63 - 1\]"):
+        dpnet.run(algorithms.DGD(0.1), problem, graphs.ring(3), 2, seed=seed, progress=False)

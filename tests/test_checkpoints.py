@@ -198,3 +198,49 @@ def test_unreadable_and_missing_files_are_refused(tmp_path):
         checkpoints.load(garbage)
     with pytest.raises(ParameterError, match="missing.pt.*existing checkpoint file"):
         checkpoints.load(tmp_path / "missing.pt")
+
+
+def _snapshots(problem, graph, K=6, every=2):
+    from dpnet.algorithms import DGD
+
+    snaps = []
+    dpnet.run(DGD(0.1), problem, graph, K, checkpoint=snaps.append, checkpoint_every=every,
+              progress=False)
+    return snaps
+
+
+def test_a_snapshot_resumes_only_its_own_problem_and_graph():
+    """Issue 38 item 6: a checkpoint carries the problem's and graph's fingerprint; a resume on
+    another problem (same shape, other data) or another graph (same n) is refused by name."""
+    from dpnet.algorithms import DGD
+    from dpnet.problems import Quadratic
+
+    mine, other = Quadratic.random(n_agents=5, dim=3, seed=0), Quadratic.random(n_agents=5,
+                                                                               dim=3, seed=1)
+    snaps = _snapshots(mine, graphs.ring(5))
+    full = dpnet.run(DGD(0.1), mine, graphs.ring(5), 6, progress=False)
+    resumed = dpnet.run(DGD(0.1), mine, graphs.ring(5), 6, resume=snaps[1], progress=False)
+    np.testing.assert_array_equal(resumed.x, full.x)
+    with pytest.raises(ParameterError, match="resume.fingerprint.*problem and graph"):
+        dpnet.run(DGD(0.1), other, graphs.ring(5), 6, resume=snaps[1], progress=False)
+    with pytest.raises(ParameterError, match="resume.fingerprint"):
+        dpnet.run(DGD(0.1), mine, graphs.complete(5), 6, resume=snaps[1], progress=False)
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda s: {**s, "iteration": -5}, "resume.iteration"),
+    (lambda s: {**s, "iteration": 99}, "resume.iteration"),
+    (lambda s: {**s, "iteration": 2.5}, "resume.iteration"),
+    (lambda s: {k: v for k, v in s.items() if k != "state"}, "without state"),
+    (lambda s: {**s, "state": {"x": "not a tensor"}}, "damaged"),
+    (lambda s: {**s, "network": {"nonsense": 1}}, "damaged"),
+    (lambda s: [1, 2, 3], "resume='list'"),
+])
+def test_a_damaged_or_out_of_range_snapshot_is_a_named_error(damage, message):
+    from dpnet.algorithms import DGD
+    from dpnet.problems import Quadratic
+
+    problem = Quadratic.random(n_agents=4, dim=2, seed=0)
+    snap = _snapshots(problem, graphs.ring(4))[0]
+    with pytest.raises(ParameterError, match=message):
+        dpnet.run(DGD(0.1), problem, graphs.ring(4), 6, resume=damage(snap), progress=False)

@@ -169,3 +169,19 @@ def test_sweep_key_errors_come_before_any_run(tmp_path, capsys, setting, name):
     assert cli.main(["sweep", str(EXAMPLE), *TINY, "--set", setting, "--out", str(out)]) == 2
     assert name in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_jobs_beyond_the_cores_are_capped_with_a_line(capsys):
+    """Issue 38 item 6: --jobs 1000 forked 1,000 workers (10x slower); it is capped, and says so."""
+    import os
+
+    from dpnet.errors import ParameterError
+    from dpnet.lab import store
+
+    cores = len(os.sched_getaffinity(0))
+    assert store.worker_count(1) == 1
+    assert store.worker_count(1000) == cores
+    assert f"--jobs 1000 capped at {cores}" in capsys.readouterr().err
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(ParameterError, match="jobs"):
+            store.worker_count(bad)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import algorithms, compression, data, distributed, graphs, partitions, problems, registry
-from .errors import DPNetError, ParameterError, UnknownNameError, positive_int, require
+from .errors import DPNetError, NonFiniteError, ParameterError, UnknownNameError, positive_int, require
 from .lab import audit, compare, config, report, reproduce, store, sweep
 from .privacy import accountants
 from .privacy.assumptions import ASSUMPTIONS
@@ -225,7 +225,8 @@ def cmd_cache(args) -> int:
         print(f"removed {n} cached run(s) from {store.cache_root()}")
     u = store.cache_usage()
     print(f"{u['root']}: {u['results']} result(s), {u['unfinished']} unfinished run(s), "
-          f"{u['running']} computing now (left alone), {u['bytes'] / 2 ** 20:.1f} MiB")
+          f"{u['running']} computing now (left alone), {u['stale_locks']} stale lock(s) of "
+          f"killed runs (--prune 0 removes them), {u['bytes'] / 2 ** 20:.1f} MiB")
     return 0
 
 
@@ -661,6 +662,16 @@ def make_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: errors of a run that started and failed (it diverged, a file was damaged, a peer died), not of
+#: what was asked: they exit 1, a usage error 2 (as argparse's own)
+RUN_FAILURES = (NonFiniteError, data.DataError, distributed.DistributedError)
+
+
+def exit_status(err: DPNetError) -> int:
+    """1 for a run that failed (:data:`RUN_FAILURES`), 2 for a usage error."""
+    return 1 if isinstance(err, RUN_FAILURES) else 2
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = make_parser()
     parser.add_argument("--version", action="version", version=f"dpnet {__version__}")
@@ -679,7 +690,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except DPNetError as err:
         print(f"dpnet: error: {err}", file=sys.stderr)
-        return 2
+        return exit_status(err)
     except BrokenPipeError:
         # the reader left (`dpnet ... | head`): what it read is all it wanted; stdout is
         # pointed at devnull so the interpreter's final flush does not raise a second time

@@ -494,8 +494,8 @@ class Streams:
     kind = "reproducible"
 
     def __init__(self, seed: int) -> None:
-        if not isinstance(seed, int | np.integer) or seed < 0:
-            raise ValueError(f"seed={seed!r} violates the condition: seed must be an integer >= 0")
+        require(isinstance(seed, int | np.integer) and not isinstance(seed, bool)
+                and 0 <= seed < 2 ** 63, "seed", seed, "an integer in [0, 2**63 - 1]")
         self.seed = int(seed)
         with np.errstate(over="ignore"):
             self._seed_key = splitmix64(np.asarray([self.seed], dtype=np.uint64))[0]

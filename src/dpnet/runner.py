@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import hashlib
 import json
 import math
 import sys
@@ -180,23 +181,67 @@ def _check_finite(state: State, k: int) -> None:
             raise NonFiniteError(k, name, f"first bad row {bad}")
 
 
+def fingerprint(problem: Problem, graph: Graph) -> str:
+    """SHA-256 of what a run computes on: the problem's type, public data (tensors, arrays,
+    numbers, strings; underscored attributes are caches derived from them) and the graph's name
+    and weights. A checkpoint carries it, so a resume on another problem or graph is refused."""
+    h = hashlib.sha256(type(problem).__qualname__.encode())
+    for name, value in sorted(vars(problem).items()):
+        if name.startswith("_"):
+            continue
+        if isinstance(value, torch.Tensor):
+            value = value.detach().cpu().contiguous().numpy()
+        if isinstance(value, np.ndarray):
+            h.update(f"{name}:{value.dtype}:{value.shape}".encode())
+            h.update(np.ascontiguousarray(value).tobytes())
+        elif isinstance(value, int | float | str | bool | type(None)):
+            h.update(f"{name}={value!r}".encode())
+    h.update(f"graph {graph.name} {graph.n}".encode())
+    # a schedule by its name (its seed and parameters are in it) and its first rounds' weights
+    rounds = [graph.at(k) for k in range(3)] if getattr(graph, "time_varying", False) else [graph]
+    for g in rounds:
+        W = g.sparse("W").tocsr()
+        for part in (W.indptr, W.indices, W.data):
+            h.update(np.ascontiguousarray(part).tobytes())
+    return h.hexdigest()
+
+
+#: what a snapshot of :func:`run` holds (``resume`` refuses one without it)
+SNAPSHOT_KEYS = ("iteration", "algorithm", "params", "seed", "n", "fingerprint", "state",
+                 "history", "network")
+
+
 def _restore(snap: dict, algorithm: Algorithm, graph: Graph, seed: int, K: int, log_every: int,
-             net: Network, tracker: Metrics) -> tuple[int, State]:
+             net: Network, tracker: Metrics, problem: Problem) -> tuple[int, State]:
     """Check that a snapshot belongs to this run, load it, return (iteration, state)."""
-    k0 = int(snap["iteration"])
+    missing = [k for k in SNAPSHOT_KEYS if not isinstance(snap, dict) or k not in snap]
+    if missing:
+        raise ParameterError("resume", type(snap).__name__ if not isinstance(snap, dict) else
+                             f"a snapshot without {', '.join(missing)}", "a snapshot that "
+                             f"dpnet.run wrote (keys {', '.join(SNAPSHOT_KEYS)}): damaged, or "
+                             "from another program or version")
+    k0 = snap["iteration"]
+    if isinstance(k0, bool) or not isinstance(k0, int) or not 0 <= k0 <= K:
+        raise ParameterError("resume.iteration", k0, f"an integer in [0, iterations = {K}]")
     for key, mine in (("algorithm", algorithm.name), ("params", algorithm.params()),
-                      ("seed", seed), ("n", graph.n)):
+                      ("seed", seed), ("n", graph.n),
+                      ("fingerprint", fingerprint(problem, graph))):
         if snap[key] != mine:
-            raise ParameterError(f"resume.{key}", snap[key], f"the value of this run ({mine!r})")
-    if k0 > K:
-        raise ParameterError("resume.iteration", k0, f"<= iterations = {K}")
-    net.load_state_dict(snap["network"])
-    rows = copy.deepcopy(snap["history"])
+            what = "this run's problem and graph" if key == "fingerprint" else "this run"
+            raise ParameterError(f"resume.{key}", snap[key], f"the value of {what} ({mine!r})")
+    try:
+        net.load_state_dict(snap["network"])
+        rows = copy.deepcopy(snap["history"])
+        state = {name: t.detach().to(net.device, copy=True) for name, t in snap["state"].items()}
+    except (KeyError, TypeError, AttributeError, ValueError, RuntimeError) as err:
+        raise ParameterError("resume", f"{type(err).__name__}: {err}", "a snapshot whose state, "
+                             "history and network parts are those dpnet.run wrote (damaged)"
+                             ) from None
     if rows["iteration"] and rows["iteration"][-1] == k0 and k0 % log_every and k0 < K:
         for v in rows.values():  # a final row of a shorter run that this one would not log
             v.pop()
     tracker.rows = rows
-    return k0, {name: t.detach().to(net.device, copy=True) for name, t in snap["state"].items()}
+    return k0, state
 
 
 def _progress(total: int, enabled: bool | None):
@@ -428,8 +473,9 @@ def _run(algorithm, problem, graph, iterations, x0, seed, log_every, record, flo
         _check_finite(state, 0)
         tracker.log(0, algorithm.iterate(state), state)
     else:
-        k0, state = _restore(resume, algorithm, graph, seed, K, log_every, net, tracker)
+        k0, state = _restore(resume, algorithm, graph, seed, K, log_every, net, tracker, problem)
     bar = _progress(K - k0, progress)
+    mark = fingerprint(problem, graph) if checkpoint is not None and checkpoint_every else None
     for k in range(k0, K):
         net.set_iteration(k)
         state = algorithm.step(ctx, state, k)
@@ -441,7 +487,7 @@ def _run(algorithm, problem, graph, iterations, x0, seed, log_every, record, flo
         if checkpoint is not None and checkpoint_every and (k + 1) % checkpoint_every == 0:
             checkpoint({"iteration": k + 1, "algorithm": algorithm.name,
                         "params": algorithm.params(), "seed": seed, "n": graph.n,
-                        "state": {name: t.detach().clone() for name, t in state.items()},
+                        "fingerprint": mark, "state": {name: t.detach().clone() for name, t in state.items()},
                         "history": copy.deepcopy(tracker.rows), "network": net.state_dict()})
         if bar is not None:
             bar.update(1)

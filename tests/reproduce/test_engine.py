@@ -289,3 +289,38 @@ def test_reproduce_with_a_users_file_plans_and_runs_its_spec(tmp_path, capsys):
     sys.modules.pop("new_figure", None)
     assert main(["reproduce", "--with", "no_such_module_here", "ou-fig1", "--plan"]) == 2
     assert "--with" in capsys.readouterr().err
+
+
+def test_a_killed_runs_lock_is_reported_and_pruned_whatever_its_age(tmp_path, capsys):
+    import socket
+    import subprocess
+    import sys
+
+    from dpnet.cli import main
+    from dpnet.lab import store as engine
+
+    with cache_at(tmp_path / "cache"):
+        execute(_runs(tmp_path / "calls", (1.0,)))
+        dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True, check=True).stdout.split()[0]
+        (tmp_path / "cache" / "killed.lock").write_text(f"{socket.gethostname()} {dead}")
+        assert engine.cache_usage()["stale_locks"] == 1
+        assert main(["cache"]) == 0 and "1 stale lock(s)" in capsys.readouterr().out
+        assert engine.prune(30.0) == 1                       # the fresh result stays
+        assert engine.cache_usage()["stale_locks"] == 0 and engine.cache_usage()["results"] == 1
+
+
+def test_an_unusable_run_cache_is_named_before_any_work(tmp_path):
+    import os
+
+    calls = tmp_path / "calls"
+    (tmp_path / "file").write_text("")
+    with cache_at(tmp_path / "file"):
+        with pytest.raises(ParameterError, match=r"\$DPNET_RUNS=.*it is a file"):
+            execute(_runs(calls, (1.0,)))
+    assert not calls.exists()                                # nothing ran
+    if os.geteuid() != 0:                                    # root writes anywhere
+        ro = tmp_path / "ro"
+        ro.mkdir(mode=0o500)
+        with cache_at(ro), pytest.raises(ParameterError, match="not cached yet"):
+            execute(_runs(calls, (1.0,)))

@@ -22,6 +22,7 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -97,8 +98,42 @@ def cache_usage() -> dict[str, Any]:
     running = _running(root)
     return {"root": str(root), "results": sum(p.parent == root and p.suffix == ".json"
                                               for p in files),
+            "stale_locks": len(_stale_locks(root)),
             "unfinished": sum(_key_of(p) not in running for p in root.glob("*.partial")),
             "running": len(running), "bytes": sum(p.stat().st_size for p in files)}
+
+
+def check_cache_root(uncached: int) -> Path:
+    """The run cache's folder, checked before any work: a folder (created if missing) that this
+    process can write when ``uncached`` runs will store their results there (a read-only cache
+    serves cached results only)."""
+    root = cache_root()
+    if root.exists() and not root.is_dir():
+        raise ParameterError("$DPNET_RUNS", str(root), "a folder for the run cache (it is a file)")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ParameterError("$DPNET_RUNS", str(root), f"a folder that can be created "
+                             f"({err.strerror})") from None
+    if uncached and not os.access(root, os.W_OK | os.X_OK):
+        raise ParameterError("$DPNET_RUNS", str(root), f"a writable folder: {uncached} run(s) "
+                             "are not cached yet and would store their results there")
+    return root
+
+
+def _stale_locks(root: Path) -> list[Path]:
+    """Locks of this host whose process has died (a killed sweep): no run computes under them."""
+    stale = []
+    for lock in root.glob("*.lock") if root.is_dir() else []:
+        try:
+            host, pid = lock.read_text().split()
+            if host == socket.gethostname():
+                os.kill(int(pid), 0)
+        except ProcessLookupError:
+            stale.append(lock)
+        except (OSError, ValueError):
+            pass
+    return stale
 
 
 def _key_of(path: Path) -> str:
@@ -131,6 +166,9 @@ def prune(days: float | None = None) -> int:
     if days is not None and not days >= 0:
         raise ParameterError("days", days, "a non-negative number of days (or none: everything)")
     root, removed = cache_root(), 0
+    for lock in _stale_locks(root):  # a dead process's lock guards nothing, whatever its age
+        lock.unlink(missing_ok=True)
+        removed += 1
     cutoff = -math.inf if days is None else time.time() - 86400.0 * days
     running = _running(root)        # their snapshots, result being written and lock stay
     for entry in sorted(root.glob("*")) if root.is_dir() else []:
@@ -281,14 +319,26 @@ def _stop(pool: ProcessPoolExecutor) -> None:
             proc.kill()
 
 
+def worker_count(jobs: int) -> int:
+    """``jobs`` checked, and capped at this process's cores with one line on stderr: workers
+    beyond the cores only share them (``--jobs 1000`` forked 1,000 processes and took 10x)."""
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ParameterError("jobs", jobs, "a positive number of worker processes")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if jobs > (cores or 1):
+        print(f"dpnet: --jobs {jobs} capped at {cores or 1}, the cores this process may use",
+              file=sys.stderr)
+        return cores or 1
+    return jobs
+
+
 def execute(runs: Sequence[Run], jobs: int = 1, log: Callable[[str], None] | None = None,
             errors: str = "raise") -> Table:
     """Run (or read back from the cache) every run; one table row per run: its tags, then its
     result's fields. Identical runs are computed once. ``errors="record"``: a run that fails
     does not stop the batch; every row then also has ``run_status`` (ran, cached or failed) and
     ``run_error``. Ctrl-C ends the workers at once and raises :class:`KeyboardInterrupt`."""
-    if jobs < 1:
-        raise ParameterError("jobs", jobs, "a positive number of worker processes")
+    jobs = worker_count(jobs)
     if errors not in ("raise", "record"):
         raise ParameterError("errors", errors, "'raise' or 'record'")
     if _STATE["planning"]:
@@ -298,6 +348,7 @@ def execute(runs: Sequence[Run], jobs: int = 1, log: Callable[[str], None] | Non
     root = str(cache_root())
     run_keys = [r.key for r in runs]
     todo = {k: r for k, r in zip(run_keys, runs)}
+    check_cache_root(sum(not (Path(root) / f"{k}.json").exists() for k in todo))
     compute = _recorded if errors == "record" else _compute
     results: dict[str, tuple[dict, str]] = {}
 
