@@ -458,30 +458,48 @@ def test_cli_backend_distributed_writes_once_and_equals_simulated(tmp_path):
         np.testing.assert_allclose(csv[key], ref.history[key], rtol=1e-12, atol=1e-12)
 
 
-# -- secret randomness: the distributed default (issue 38 item 1) ---------------------------------
+# -- secret randomness: the distributed default (issue 38 items 1, 2) -----------------------------
 def _secret_job():
-    n, split, und = LAYOUTS[2]
-    alg = dpnet.algorithms.DPSGD(0.3, 1.0, clip=1.0, rate=0.5)
+    import hashlib
+
+    n, split, und = LAYOUTS[3]
     problem, graph = _samples(n), und(n)
-    runs = [D.run(alg, problem, graph, 3, split=split, timeout=30, record=True)
-            for _ in range(2)]
-    try:
-        D.run(dpnet.algorithms.DECOR(0.3, 1.0, 3.0, rate=0.5), problem, graph, 3, split=split,
-              timeout=30)
-    except ParameterError as err:
-        decor = str(err)
-    else:
-        decor = None
-    return [(r.randomness, r.summary()["randomness"], r.x) for r in runs], decor
+    runs = [D.run(dpnet.algorithms.DPSGD(0.3, 1.0, clip=1.0, rate=0.5), problem, graph, 3,
+                  split=split, timeout=30, record=True) for _ in range(2)]
+    # DECOR with huge pairwise parts and no independent noise, on full batches (rate 1): its
+    # average after one step is the noise-free one only if both ends of every edge drew the
+    # same part, i.e. agreed its key
+    decor = D.run(dpnet.algorithms.DECOR(0.3, 0.0, 100.0, rate=1.0), problem, graph, 1,
+                  split=split, timeout=30)
+    plain = D.run(dpnet.algorithms.DPSGD(0.3, 0.0, rate=1.0), problem, graph, 1, split=split,
+                  timeout=30)
+    net = D.DistributedNetwork(graph, split=split, timeout=30)
+    keys = {e: hashlib.sha256(k).hexdigest() for e, k in net.agree_pair_keys().items()}
+    net.close()
+    return ([(r.randomness, r.summary()["randomness"], r.x) for r in runs],
+            decor.x.mean(axis=0), plain.x.mean(axis=0), np.abs(decor.x - plain.x).max(), keys)
 
 
-def test_distributed_runs_are_secret_by_default_and_decor_waits_for_agreed_keys():
-    outcomes = D.launch(_secret_job, 2, timeout=60)
-    for runs, decor in (o.unwrap() for o in outcomes):
+def test_distributed_runs_are_secret_by_default_and_decor_agrees_its_pair_keys():
+    n, split, und = LAYOUTS[3]
+    edges = und(n).edges
+    owner = np.repeat(np.arange(3), split)
+    outcomes = [o.unwrap() for o in D.launch(_secret_job, 3, timeout=120)]
+    for runs, decor_mean, plain_mean, spread, _ in outcomes:
         (kind, said, x1), (_, _, x2) = runs
         assert kind == said == "secret"
         assert not np.allclose(x1, x2)          # one seed, two runs: different noise
-        assert decor is not None and "randomness" in decor and "pairwise" in decor
+        np.testing.assert_allclose(decor_mean, plain_mean, rtol=0, atol=1e-9)
+        assert spread > 1.0                      # the pairwise parts are there, per agent
+    keys = [o[-1] for o in outcomes]
+    for e, (i, j) in enumerate(edges):
+        holders = {int(owner[i]), int(owner[j])}
+        for r in range(3):
+            assert (e in keys[r]) == (r in holders)          # a third rank has no key of it
+        first, *rest = [keys[r][e] for r in sorted(holders)]
+        assert all(k == first for k in rest)                 # both ends agree
+    digests = [keys[int(owner[i])][e] for e, (i, j) in enumerate(edges)]
+    assert len(set(digests)) == len(edges)                   # every edge its own key
     with pytest.warns(D.ReproducibleRandomness, match="strips it from the messages"):
         with pytest.raises(ParameterError, match="torchrun"):   # no group: the warning first
             D.run(dpnet.algorithms.DGD(0.1), _samples(4), graphs.ring(4), 1,

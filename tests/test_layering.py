@@ -25,7 +25,7 @@ LAYERS = (
     ("errors", "version"),
     ("registry", "threads"),
     ("rng",),
-    ("secret_rng",),
+    ("secret_rng", "pair_keys"),
     ("noise", "compression"),
     ("graphs",),
     ("network",),

@@ -115,3 +115,16 @@ def test_the_key_never_leaves_the_object():
     # another process (a rank, an eavesdropper) with the same seed draws other noise
     other = SecretStreams(3)
     assert not np.array_equal(s.gaussian("noise", 0, [0], 8), other.gaussian("noise", 0, [0], 8))
+
+
+def test_decors_pairwise_parts_cancel_in_one_secret_process(setting):
+    """One process holds both ends of every edge: the parts come from its own key and cancel in
+    the average exactly as seeded ones do."""
+    from dpnet.algorithms import DECOR
+
+    problem, graph = setting
+    decor = dpnet.run(DECOR(LR, 0.0, 100.0, rate=1.0), problem, graph, 1, randomness="secret",
+                      progress=False, log_every=1)
+    plain = dpnet.run(DPSGD(LR, 0.0, rate=1.0), problem, graph, 1, progress=False, log_every=1)
+    np.testing.assert_allclose(decor.x.mean(axis=0), plain.x.mean(axis=0), rtol=0, atol=1e-9)
+    assert np.abs(decor.x - plain.x).max() > 1.0

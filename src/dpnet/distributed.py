@@ -55,7 +55,7 @@ import scipy.sparse as sp
 import torch
 import torch.distributed as dist
 
-from . import checkpoints, runner
+from . import checkpoints, pair_keys, runner
 from .errors import DPNetError, ParameterError, UnknownNameError, positive, require
 from .graphs import Graph
 from .graphs.base import laplacian_of, support
@@ -321,6 +321,13 @@ class DistributedNetwork(Network):
             dist.all_gather_object(out, obj, group=self.group)
         return out
 
+    def agree_pair_keys(self) -> dict[int, bytes]:
+        """The keys of the pairwise secrets on this rank's edges, agreed by X25519 with each
+        neighbouring rank over the group (:mod:`dpnet.pair_keys`; collective)."""
+        owner = np.searchsorted(self.offsets, np.arange(self.n), side="right") - 1
+        return pair_keys.agree(np.asarray(self.graph.edges, dtype=np.int64), owner, self.rank,
+                               lambda mine: self._all_gather_object(mine, "agreeing pair keys"))
+
     def merged_ledger(self) -> BitLedger:
         """The bits of all ranks in one ledger (collective)."""
         return _merge_ledgers(self._all_gather_object(self.ledger, "merging the bit ledger"))
@@ -472,7 +479,6 @@ def run(algorithm, problem, graph: Graph, iterations: int, *, split: Sequence[in
             "neighbourhood (time-varying graphs run on the simulated network, dpnet.run)")
     if randomness not in RANDOMNESS:
         raise UnknownNameError("randomness", randomness, RANDOMNESS)
-    check_secret_pairs(algorithm, randomness)
     if randomness == "reproducible":
         warnings.warn(REPRODUCIBLE_WARNING.format(seed=seed), ReproducibleRandomness,
                       stacklevel=2)
@@ -481,6 +487,8 @@ def run(algorithm, problem, graph: Graph, iterations: int, *, split: Sequence[in
     rng = SecretStreams(seed) if randomness == "secret" else Streams(seed)
     net = DistributedNetwork(graph, record=record, float_bits=float_bits, rng=rng,
                              split=split, timeout=timeout, device=device)
+    if randomness == "secret" and algorithm.pairwise_secrets:
+        rng.set_pair_keys(net.agree_pair_keys())
     store = None
     if checkpoint_dir is not None:
         store = RankCheckpoints(checkpoint_dir, net.rank, net.world_size, net.offsets,
@@ -523,17 +531,6 @@ REPRODUCIBLE_WARNING = (
     "function of seed={seed}, which every rank's configuration holds; anyone who knows or "
     "guesses it regenerates the noise and strips it from the messages, so the run's privacy "
     "guarantee does not hold against them (use it to test, not to deploy)")
-
-
-def check_secret_pairs(algorithm, randomness: str) -> None:
-    """Pairwise secrets (DECOR's) must be agreed by both ends of an edge; across ranks with secret
-    randomness each rank's key is its own, so the two ends would draw different parts that do
-    not cancel. Until the ends agree a key on the wire, refuse."""
-    if randomness == "secret" and getattr(algorithm, "pairwise_secrets", False):
-        raise ParameterError("randomness", randomness, f"'reproducible' for {algorithm.name} "
-                             "across ranks: its pairwise secrets need a key both ends of each "
-                             "edge agree (not yet exchanged between ranks), and its threat "
-                             "model then excludes whoever knows the seed")
 
 
 def _leading(v: np.ndarray) -> int:

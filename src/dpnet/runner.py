@@ -444,10 +444,13 @@ def _run(algorithm, problem, graph, iterations, x0, seed, log_every, record, flo
     else:
         algorithm.check_graph(graph)
     algorithm.check_problem(problem)
-    rng = SecretStreams(seed) if randomness == "secret" else Streams(seed)
     if network is not None and network.rng.kind != randomness:
         raise ParameterError("randomness", randomness, f"the given network's ({network.rng.kind}"
                              " streams): make the network with the run's streams")
+    # secret streams are one object per process (their key, the agreed pair keys): the given
+    # network's; seeded ones are equal whenever their seeds are
+    rng = (network.rng if network is not None and randomness == "secret" else
+           SecretStreams(seed) if randomness == "secret" else Streams(seed))
     # the state's dtype is the problem's (a NeuralProblem's rows are float32)
     net = network or Network(graph, record=record, float_bits=float_bits, rng=rng, device=device,
                              dtype=getattr(problem, "dtype", torch.float64))

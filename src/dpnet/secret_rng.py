@@ -33,12 +33,16 @@ import os
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
+from .errors import ParameterError
 from .rng import Streams
 
 #: purposes drawn from the seed even in secret mode (see the module docstring); a compressor's
 #: purpose ends with its own suffix (``"x/randk"``)
 PUBLIC_PURPOSES = ("eta", "x0")
 PUBLIC_SUFFIXES = ("/randk",)
+
+#: the purpose of DECOR's pairwise parts, keyed by edge (see :meth:`SecretStreams.set_pair_keys`)
+PAIR_PURPOSE = "pair_noise"
 
 #: the two kinds of randomness a run can use
 RANDOMNESS = ("reproducible", "secret")
@@ -62,6 +66,14 @@ class SecretStreams(Streams):
     def __init__(self, seed: int = 0) -> None:
         super().__init__(seed)
         self.__key = os.urandom(32)
+        self.__pair_keys: dict[int, bytes] | None = None
+
+    def set_pair_keys(self, keys: dict[int, bytes]) -> None:
+        """The agreed key of each pairwise secret this process draws (purpose ``"pair_noise"``,
+        the edge's id as the agent; :mod:`dpnet.pair_keys`): both ends of an edge then draw
+        the same part and no one else can. Without them (one process holds both ends) the
+        pairwise parts come from this object's own key."""
+        self.__pair_keys = {int(e): bytes(k) for e, k in keys.items()}
 
     def __repr__(self) -> str:                   # never the key
         return f"SecretStreams(seed={self.seed}, key=<os.urandom, kept in memory>)"
@@ -78,15 +90,27 @@ class SecretStreams(Streams):
             return out
         per_row = (width + 1) // 2                     # AES blocks per agent row
         high = _block_id(purpose, iteration) << 64
+        if purpose == PAIR_PURPOSE and self.__pair_keys is not None:
+            for row, edge in enumerate(agents.tolist()):   # one key per edge: a loop over edges
+                key = self.__pair_keys.get(edge)
+                if key is None:
+                    raise ParameterError("edge", edge, "an edge whose pairwise key this process "
+                                         f"agreed (it holds {len(self.__pair_keys)})")
+                out[row] = _keystream(key, high, 0, 1, per_row)[0, :width]
+            return out
         # one keystream per run of consecutive agent ids (a rank's block, a range of edges): a
         # loop over runs, one run in the common case
         breaks = np.flatnonzero(np.diff(agents) != 1) + 1
         for start, stop in zip(np.r_[0, breaks], np.r_[breaks, agents.size], strict=True):
-            first = int(agents[start])
-            counter = (high | (first * per_row)).to_bytes(16, "big")
-            stream = Cipher(algorithms.AES(self.__key), modes.CTR(counter)).encryptor()
-            rows = stop - start
-            raw = stream.update(bytes(rows * per_row * 16))
-            words = np.frombuffer(raw, dtype=np.uint64).reshape(rows, 2 * per_row)
-            out[start:stop] = words[:, :width]
+            out[start:stop] = _keystream(self.__key, high, int(agents[start]), stop - start,
+                                         per_row)[:, :width]
         return out
+
+
+def _keystream(key: bytes, high: int, first: int, rows: int, per_row: int) -> np.ndarray:
+    """``(rows, 2 per_row)`` uint64 words of AES-256-CTR under ``key`` from the counter block
+    ``high | first * per_row``: rows ``first .. first + rows - 1`` of a draw."""
+    counter = (high | (first * per_row)).to_bytes(16, "big")
+    stream = Cipher(algorithms.AES(key), modes.CTR(counter)).encryptor()
+    raw = stream.update(bytes(rows * per_row * 16))
+    return np.frombuffer(raw, dtype=np.uint64).reshape(rows, 2 * per_row)

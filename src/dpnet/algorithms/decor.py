@@ -56,10 +56,13 @@ class DECOR(DPSGD):
 
     def init(self, ctx: Context, x0) -> State:
         edges = np.asarray(ctx.net.graph.edges, dtype=np.int64).reshape(-1, 2)
-        e = np.arange(len(edges))
-        # signed incidence (n, E): +1 at an edge's lower end, -1 at its upper end
-        index = torch.from_numpy(np.stack([np.concatenate([edges[:, 0], edges[:, 1]]),
-                                           np.concatenate([e, e])]))
+        # only the edges at this process's agents: a rank draws (and, with secret randomness,
+        # knows the key of) its own edges' parts; each is keyed by its edge id
+        e = np.flatnonzero(np.isin(edges, np.asarray(ctx.agents)).any(axis=1))
+        col = np.arange(len(e))
+        # signed incidence (n, E_local): +1 at an edge's lower end, -1 at its upper end
+        index = torch.from_numpy(np.stack([np.concatenate([edges[e, 0], edges[e, 1]]),
+                                           np.concatenate([col, col])]))
         values = torch.cat([torch.ones(len(e)), -torch.ones(len(e))]).to(ctx.net.dtype)
         self._incidence = torch.sparse_coo_tensor(index, values, (ctx.n, len(e)),
                                                   check_invariants=True).coalesce()
