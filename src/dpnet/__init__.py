@@ -5,11 +5,12 @@ often compressed messages; dpnet runs the algorithms of the literature behind on
 much privacy each run spent, and regenerates the papers' figures.
 """
 
-from . import algorithms, compression, graphs, noise, privacy, problems
+from . import algorithms, compression, graphs, models, noise, partitions, privacy, problems
 from .errors import DPNetError, NonFiniteError, ParameterError, UnknownNameError
 from .network import Network
 from .runner import Result, run
 from .version import __version__
 
-__all__ = ["__version__", "algorithms", "compression", "graphs", "noise", "privacy", "problems", "Network",
-           "Result", "run", "DPNetError", "NonFiniteError", "ParameterError", "UnknownNameError"]
+__all__ = ["__version__", "algorithms", "compression", "graphs", "models", "noise", "partitions",
+           "privacy", "problems", "Network", "Result", "run", "DPNetError", "NonFiniteError",
+           "ParameterError", "UnknownNameError"]
