@@ -264,12 +264,12 @@ def test_a_size_with_extra_digits_is_refused_before_any_allocation(tmp_path, cap
     assert "graph.n, problem.samples, problem.dim=" in err
 
 
-@pytest.mark.parametrize("seed", [2 ** 64, 2 ** 63, -1, 1.5, True, "0"])
+@pytest.mark.parametrize("seed", [2 ** 64, 2 ** 70, -1, 1.5, True, "0"])
 def test_api_seeds_outside_the_range_are_named_errors(seed):
     import dpnet
     from dpnet import algorithms, graphs, problems
     from dpnet.errors import ParameterError
 
     problem = problems.Quadratic.random(n_agents=3, dim=2)
-    with pytest.raises(ParameterError, match=r"seed=.*\[0, 2\*\*63 - 1\]"):
+    with pytest.raises(ParameterError, match=r"seed=.*\[0, 2\*\*64 - 1\]"):
         dpnet.run(algorithms.DGD(0.1), problem, graphs.ring(3), 2, seed=seed, progress=False)

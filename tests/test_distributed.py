@@ -490,7 +490,7 @@ def test_distributed_runs_are_secret_by_default_and_decor_agrees_its_pair_keys()
         assert kind == said == "secret"
         assert not np.allclose(x1, x2)          # one seed, two runs: different noise
         np.testing.assert_allclose(decor_mean, plain_mean, rtol=0, atol=1e-9)
-        assert spread > 1.0                      # the pairwise parts are there, per agent
+        assert spread > 0.1                      # the pairwise parts are there, per agent
     keys = [o[-1] for o in outcomes]
     for e, (i, j) in enumerate(edges):
         holders = {int(owner[i]), int(owner[j])}

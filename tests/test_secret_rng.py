@@ -127,4 +127,4 @@ def test_decors_pairwise_parts_cancel_in_one_secret_process(setting):
                       progress=False, log_every=1)
     plain = dpnet.run(DPSGD(LR, 0.0, rate=1.0), problem, graph, 1, progress=False, log_every=1)
     np.testing.assert_allclose(decor.x.mean(axis=0), plain.x.mean(axis=0), rtol=0, atol=1e-9)
-    assert np.abs(decor.x - plain.x).max() > 1.0
+    assert np.abs(decor.x - plain.x).max() > 0.1            # the parts are there, per agent

@@ -495,7 +495,7 @@ class Streams:
 
     def __init__(self, seed: int) -> None:
         require(isinstance(seed, int | np.integer) and not isinstance(seed, bool)
-                and 0 <= seed < 2 ** 63, "seed", seed, "an integer in [0, 2**63 - 1]")
+                and 0 <= seed < 2 ** 64, "seed", seed, "an integer in [0, 2**64 - 1]")
         self.seed = int(seed)
         with np.errstate(over="ignore"):
             self._seed_key = splitmix64(np.asarray([self.seed], dtype=np.uint64))[0]
