@@ -23,6 +23,7 @@ import copy
 import functools
 import inspect
 import math
+import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -265,8 +266,18 @@ class BoxConstrained:
 #: every algorithm by its ``name`` (``dpnet list algorithms``)
 REGISTRY: Registry[type[Algorithm]] = Registry("algorithm", "dpnet.algorithms")
 
-#: class decorator: make ``cls`` available as ``dpnet.algorithms.get(cls.name)``
-register = REGISTRY.decorator(lambda cls: cls.name)
+_register = REGISTRY.decorator(lambda cls: cls.name)
+
+
+def register(cls: type[Algorithm]) -> type[Algorithm]:
+    """Class decorator: make ``cls`` available as ``dpnet.algorithms.get(cls.name)`` (and by
+    name in configurations, ``dpnet run``, ``dpnet privacy`` and the leaderboard's entries).
+
+    An algorithm's module docstring states its update in the paper's notation; a class without a
+    docstring of its own gets it, so that ``help(cls)`` and an IDE show the equations."""
+    if not cls.__dict__.get("__doc__"):
+        cls.__doc__ = getattr(sys.modules.get(cls.__module__), "__doc__", None)
+    return _register(cls)
 
 
 def get(name: str) -> type[Algorithm]:

@@ -58,6 +58,13 @@ DOADP_CNN_GRID = tuple({"alpha": a, "beta": 0.5} for a in (0.01, 0.03, 0.1, 0.3)
 
 @dataclass(frozen=True)
 class Entry:
+    """One algorithm on the leaderboard: how to build it at unit noise from a tuning trial and a
+    task, which constants its account reads under the task's relation, its default (sound) and
+    tightest accountants, and the prose that maps its theorem onto the relation. Registered with
+    :func:`register` (from any module: ``dpnet compare --with my_entries.py``); the leaderboard
+    calibrates each trial to every target epsilon, tunes on validation and ranks on test, exactly
+    as for the built-in entries (``docs/your-own-problem.md``, section 7)."""
+
     name: str                                       # the algorithm's registry name
     grid: tuple[dict[str, float], ...]              # tuning trials (the same count for all)
     build: Callable[[dict[str, float], Any], Any]   # (trial, task) -> algorithm at unit noise
@@ -303,6 +310,7 @@ LEFT_OUT = {
 
 
 def entry(name: str) -> Entry:
+    """The registered entry ``name`` (an unknown name lists the known ones)."""
     return ENTRIES[name]
 
 
