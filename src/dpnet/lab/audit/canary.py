@@ -101,7 +101,8 @@ def _copies(graph, copies: int, decor: bool):
     return graphs.from_weights(W, name=f"{copies} copies of {graph.name}"), graph.n
 
 
-def _dp_sgd_sums(alg: DPSGD, graph, iterations: int, runs: int, seed: int):
+def _dp_sgd_sums(alg: DPSGD, graph, iterations: int, runs: int, seed: int,
+                 randomness: str = "reproducible"):
     """DP-SGD / DECOR: ``(u, a_A, a_B, q)``, the standardised noisy clipped sums
     ``(T, 2 runs)`` and the canary's shift in each world."""
     require(alg.sampling == "poisson", "sampling", alg.sampling, "'poisson' (the canary audit "
@@ -115,7 +116,7 @@ def _dp_sgd_sums(alg: DPSGD, graph, iterations: int, runs: int, seed: int):
     with warnings.catch_warnings():     # a linear loss has no optimum to diagnose a run against
         warnings.simplefilter("ignore", RunDiagnosis)
         res = run(alg, LinearRecords(c), net, iterations, x0=np.zeros((net.n, 1)), seed=seed,
-                  record=True, reference=None, log_every=iterations)
+                  record=True, reference=None, log_every=iterations, randomness=randomness)
     half = res.transcript.stacked("x", net.n)[:, :, 0]                    # (T, N)
     W = sp.csr_matrix(net.sparse("W"))
     state = np.vstack([np.zeros((1, net.n)), (W @ half[:-1].T).T])        # x_t from messages
@@ -209,13 +210,17 @@ def _recovered(alg, views: dict[str, np.ndarray], W: np.ndarray, C: float,
 
 
 def scores(alg, graph, iterations: int, runs: int, seed: int = 0,
-           records: int | None = None, gradient_bound: float | None = None) -> np.ndarray:
+           records: int | None = None, gradient_bound: float | None = None,
+           randomness: str = "reproducible") -> np.ndarray:
     """``(2, runs)``: the canary LLR score of every run in world A (row 0) and B (row 1);
     ``records``: the task's m local records (a fixed batch's rate is B/m); ``gradient_bound``:
-    the G an unclipped algorithm's claim assumes (KangWDDP)."""
+    the G an unclipped algorithm's claim assumes (KangWDDP); ``randomness``: the runs' draws
+    (``"secret"``: the deployment's, DP-SGD and DECOR)."""
     if isinstance(alg, DPSGD):
-        u, a_A, a_B, q = _dp_sgd_sums(alg, graph, iterations, runs, seed)
+        u, a_A, a_B, q = _dp_sgd_sums(alg, graph, iterations, runs, seed, randomness)
     elif isinstance(alg, DOADP | DPDDA | KangWDDP):
+        require(randomness == "reproducible", "randomness", randomness, f"'reproducible' for "
+                f"{alg.name}'s canary (its batches are replayed from the seed)")
         require(records is not None, "records", records, f"the task's m local records "
                 f"({alg.name} samples a fixed batch of them)")
         u, a_A, a_B, q = _minibatch_gradients(alg, iterations, runs, seed, records,
@@ -244,7 +249,7 @@ def audit(alg, graph, iterations: int, claim: float, delta: float, runs: int = 2
           records: int | None = None,
           profile: Callable[[float], float] | None = None,
           gradient_bound: float | None = None,
-          estimator: str = "clopper-pearson") -> dict[str, Any]:
+          estimator: str = "clopper-pearson", randomness: str = "reproducible") -> dict[str, Any]:
     """The canary audit of a calibrated configuration against its ``claim`` (epsilon at
     ``delta``): the lower bound of ``estimator`` (the Clopper-Pearson threshold test, or the
     one-run test of the same runs read as 2 ``runs`` canaries), the GDP estimate, the other
@@ -271,7 +276,8 @@ def audit(alg, graph, iterations: int, claim: float, delta: float, runs: int = 2
     with torch_threads(1):
         def bound(factor: float) -> tuple[list[float], np.ndarray, np.ndarray]:
             a = alg if factor == 1.0 else silently_scaled(alg, factor)
-            sa, sb = scores(a, graph, iterations, runs, seed, records, gradient_bound)
+            sa, sb = scores(a, graph, iterations, runs, seed, records, gradient_bound,
+                            randomness)
             return lower_bounds(sa, sb, estimator), sa, sb
 
         def exceeds(audited: list[float]) -> bool:
