@@ -115,3 +115,14 @@ def test_a_quick_board_on_the_dirichlet_task_certifies_every_agent_at_its_target
     assert per_agent.shape == (10,)
     np.testing.assert_allclose(per_agent, per_agent[0], rtol=1e-9)
     assert alg.rate == pytest.approx(4 / t.m)
+
+
+def test_a_method_whose_runs_are_refused_says_so_instead_of_publishing_x0(monkeypatch):
+    """Every trial refused (a ParameterError: here a batch of m = the mean size on agents with
+    fewer records) is not a divergence: the row is 'refused: ...' and unranked, where it used to
+    read 'publishes x0' with status ok."""
+    monkeypatch.delitem(tasks.ONE_LOCAL_SIZE, "cwz_quantized")
+    rows = compare.compare([SKEW], [2.0], ["cwz_quantized"], quick=True, seeds=[0])
+    assert rows and all(r["status"].startswith("refused") for r in rows), rows
+    assert all("batch_size" in r["status"] for r in rows)
+    assert all(not math.isfinite(r.get("utility", math.nan)) for r in rows)

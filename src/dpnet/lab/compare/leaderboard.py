@@ -72,6 +72,8 @@ def trial(task: str, dataset: str | None, algorithm: str, params: dict, noise_fa
                   record=(alg.released or ("",))[0] == "message",
                   float_bits=32 if getattr(problem, "dtype", None) == torch.float32 else 64)
         released = alg.released_model(res).mean(axis=0)
+    except ParameterError as err:   # the algorithm refuses the task (not a divergence)
+        return {"status": f"refused: {err}"}
     except DPNetError as err:       # a diverging run stops with a message, never NaN
         return {"status": f"diverged: {err}"}
     if not np.all(np.isfinite(released)):
@@ -215,10 +217,16 @@ def compare(tasks: Sequence[str] | None = None, epsilons=EPSILONS,
         # selection reads the validation estimate of the ranked utility; publishing the public
         # start x0 (K = 0, epsilon 0) is always a candidate (validation; the test may differ)
         start_val = t.utility(t.x0, "val")["utility"]
-        chosen, publish_x0 = {}, set()
+        chosen, publish_x0, refused = {}, set(), {}
         for n in names_here:
             for eps in epsilons:
                 cands = [r for r in tuned if r["algorithm"] == n and r["target_epsilon"] == eps]
+                no = [r["status"] for r in cands if str(r.get("status", "")).startswith("refused")]
+                if cands and len(no) == len(cands):
+                    # every trial was refused: the method did not run here, and says why (it
+                    # does not "publish x0" as if it had lost to the start)
+                    refused[n, eps] = no[0]
+                    continue
                 best = min(cands, key=lambda r: (_score(r), json.dumps(r["choice"])),
                            default=None)
                 if best is None or (publish_start and not _score(best) < start_val):
@@ -229,7 +237,7 @@ def compare(tasks: Sequence[str] | None = None, epsilons=EPSILONS,
         # a method that publishes x0 does so under both accountants
         wanted = [(n, eps, acc) for n in names_here for eps in epsilons for acc in accs[n]]
         ran = [(n, chosen[n, eps], eps, acc) for n, eps, acc in wanted
-               if (n, eps) not in publish_x0]
+               if (n, eps) in chosen]
         cal.update(_calibrations(task, dataset, [k for k in ran if (
             k[0], json.dumps(k[1], sort_keys=True), k[2], k[3]) not in cal], horizon, jobs, log))
         cases = [case(*k) for k in ran]
@@ -245,6 +253,9 @@ def compare(tasks: Sequence[str] | None = None, epsilons=EPSILONS,
         rows += [_published_x0(task, n, acc, eps, start, len(seeds),
                                charge(n, eps, entry(n).default).epsilon(law[n, eps], 0, DELTA))
                  for n, eps, acc in wanted if (n, eps) in publish_x0]
+        rows += [_aggregate(task, {"algorithm": n, "accountant": acc, "target_epsilon": eps,
+                                   "choice": {}}, [{"status": refused[n, eps]}])
+                 for n, eps, acc in wanted if (n, eps) in refused]
     return rows
 
 

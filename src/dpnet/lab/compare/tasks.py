@@ -237,6 +237,8 @@ ONE_LOCAL_SIZE = {
     "dp_dda": "its account (paper 001's) reads one q",
     "dp_dda_poisson": "its rate B/q is one q",
     "dpdo": "its record sensitivity 2 sqrt(d) G / m reads one m",
+    "cwz_quantized": "it takes each agent's whole local set as one batch of m records",
+    "wang_basar_ternary": "it takes each agent's whole local set as one batch of m records",
 }
 
 
