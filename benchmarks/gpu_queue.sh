@@ -30,7 +30,7 @@ step() {   # step NAME LIMIT_S COMMAND...: run, log to OUTDIR/NAME.log, keep goi
     return 0
 }
 
-if [ -d .whl ] && ! "$py" -c "import dp_accounting" 2>/dev/null; then
+if [ -d .whl ] && ! "$py" -c "import dp_accounting, cryptography" 2>/dev/null; then
     "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target /tmp/site .whl/*.whl || exit 90
     export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
