@@ -126,3 +126,11 @@ def test_a_method_whose_runs_are_refused_says_so_instead_of_publishing_x0(monkey
     assert rows and all(r["status"].startswith("refused") for r in rows), rows
     assert all("batch_size" in r["status"] for r in rows)
     assert all(not math.isfinite(r.get("utility", math.nan)) for r in rows)
+
+
+def test_the_start_x0_reads_a_coin_flips_accuracy_not_zero():
+    """Issue 39: at x0 = 0 every margin is 0; the row read accuracy 0.0000, which no predictor
+    scores. A tie counts half."""
+    t = tasks.build("logistic", "a9a")
+    assert t.utility(np.zeros(t.problem.dim), "test")["accuracy"] == 0.5
+    assert tasks.accuracy(np.array([1.0, -2.0, 0.0, 3.0])) == pytest.approx(0.625)
