@@ -172,3 +172,22 @@ def test_run_validates_its_arguments():
     with pytest.raises(ParameterError) as err:
         dpnet.run(DGD(0.1), p, G, 3, x0=np.zeros((6, 4)))
     assert err.value.name == "x0" and "(6, 4)" in str(err.value)
+
+
+def test_a_run_without_a_terminal_logs_where_it_is(monkeypatch, caplog):
+    """Issue 39: a piped `dpnet run` was silent, so a mistyped horizon ran without a word; the
+    runner logs its progress ("dpnet.run", every PROGRESS_EVERY_S seconds) when no bar shows."""
+    import logging
+
+    from dpnet import runner
+
+    monkeypatch.setattr(runner, "PROGRESS_EVERY_S", 0.0)
+    problem = dpnet.problems.Quadratic.random(n_agents=3, dim=2, seed=0)
+    with caplog.at_level(logging.INFO, logger="dpnet.run"):
+        dpnet.run(dpnet.algorithms.DGD(0.1), problem, dpnet.graphs.ring(3), 4, progress=None)
+    lines = [r.getMessage() for r in caplog.records if r.name == "dpnet.run"]
+    assert len(lines) == 4 and lines[-1].startswith("dgd: iteration 4 of 4 (100 %)")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="dpnet.run"):       # progress=False: silent
+        dpnet.run(dpnet.algorithms.DGD(0.1), problem, dpnet.graphs.ring(3), 4, progress=False)
+    assert not [r for r in caplog.records if r.name == "dpnet.run"]

@@ -15,6 +15,7 @@ import argparse
 import functools
 import inspect
 import json
+import logging
 import math
 import os
 import sys
@@ -672,11 +673,26 @@ def exit_status(err: DPNetError) -> int:
     return 1 if isinstance(err, RUN_FAILURES) else 2
 
 
+#: the command line's view of dpnet's log records (a long run's progress lines) on stderr
+_STDERR = logging.StreamHandler()
+_STDERR.setFormatter(logging.Formatter("dpnet: %(message)s"))
+
+
+def _show_logs(on: bool) -> None:
+    """dpnet's INFO records to stderr (once per process), or none with ``--quiet``."""
+    root = logging.getLogger("dpnet")
+    if _STDERR not in root.handlers:
+        root.addHandler(_STDERR)
+    _STDERR.stream = sys.stderr                 # the current one (tests capture it per call)
+    root.setLevel(logging.INFO if on else logging.WARNING)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = make_parser()
     parser.add_argument("--version", action="version", version=f"dpnet {__version__}")
     args, extra = parser.parse_known_args(argv)
     args.argv = list(sys.argv[2:] if argv is None else argv[1:])
+    _show_logs(not getattr(args, "quiet", False))
     try:
         if getattr(args, "takes_extra", False):
             return args.func(args, extra)

@@ -40,6 +40,7 @@ import copy
 import csv
 import hashlib
 import json
+import logging
 import math
 import sys
 import time
@@ -242,6 +243,11 @@ def _restore(snap: dict, algorithm: Algorithm, graph: Graph, seed: int, K: int, 
             v.pop()
     tracker.rows = rows
     return k0, state
+
+
+#: where a run's progress lines go when no terminal shows a bar, and how often
+LOG = logging.getLogger("dpnet.run")
+PROGRESS_EVERY_S = 30.0
 
 
 def _progress(total: int, enabled: bool | None):
@@ -478,6 +484,9 @@ def _run(algorithm, problem, graph, iterations, x0, seed, log_every, record, flo
     else:
         k0, state = _restore(resume, algorithm, graph, seed, K, log_every, net, tracker, problem)
     bar = _progress(K - k0, progress)
+    # without a terminal's bar, a long run still says where it is (logger "dpnet.run": the
+    # command line shows it on stderr; a library caller sees it if it configures logging)
+    heard = start
     mark = fingerprint(problem, graph) if checkpoint is not None and checkpoint_every else None
     for k in range(k0, K):
         net.set_iteration(k)
@@ -494,6 +503,12 @@ def _run(algorithm, problem, graph, iterations, x0, seed, log_every, record, flo
                         "history": copy.deepcopy(tracker.rows), "network": net.state_dict()})
         if bar is not None:
             bar.update(1)
+        elif time.perf_counter() - heard >= PROGRESS_EVERY_S and progress is not False:
+            heard = time.perf_counter()
+            done, spent = k + 1 - k0, heard - start
+            LOG.info("%s: iteration %d of %d (%.0f %%), %.0f s so far, about %.0f s left",
+                     algorithm.name, k + 1, K, 100.0 * (k + 1) / K, spent,
+                     spent / done * (K - k - 1))
     if bar is not None:
         bar.close()
     wall = time.perf_counter() - start
