@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import math
 import multiprocessing
 import os
@@ -196,6 +197,18 @@ def run_folder() -> Path:
     return folder
 
 
+@contextlib.contextmanager
+def _runs_unheard():
+    """A batch reports its runs itself (one line each): their own progress lines stay quiet."""
+    log = logging.getLogger("dpnet.run")
+    level = log.level
+    log.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
 def _compute(fn: Callable, params: dict, key: str, root: str, threads: int) -> tuple[dict, str]:
     """``(result, "ran" | "cached")`` of one run, computing it unless its result is stored."""
     if threads:
@@ -210,7 +223,7 @@ def _compute(fn: Callable, params: dict, key: str, root: str, threads: int) -> t
     lock.write_text(f"{socket.gethostname()} {os.getpid()}")
     _STATE["folder"] = Path(root) / f"{key}.partial"
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _runs_unheard():
             # a batch judges its runs in its own tables; a run that got worse is a row there,
             # not a warning per run on the console
             warnings.simplefilter("ignore", RunDiagnosis)
