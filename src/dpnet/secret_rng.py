@@ -33,7 +33,6 @@ import os
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from .errors import ParameterError
 from .rng import Streams
 
 #: purposes drawn from the seed even in secret mode (see the module docstring); a compressor's
@@ -66,14 +65,21 @@ class SecretStreams(Streams):
     def __init__(self, seed: int = 0) -> None:
         super().__init__(seed)
         self.__key = os.urandom(32)
-        self.__pair_keys: dict[int, bytes] | None = None
+        self.__edges = np.zeros(0, dtype=np.int64)      # sorted ids of the agreed edges
+        self.__edge_key = np.zeros(0, dtype=np.int64)   # their index into __keys
+        self.__keys = [self.__key]                       # 0: this object's own key
 
     def set_pair_keys(self, keys: dict[int, bytes]) -> None:
-        """The agreed key of each pairwise secret this process draws (purpose ``"pair_noise"``,
-        the edge's id as the agent; :mod:`dpnet.pair_keys`): both ends of an edge then draw
-        the same part and no one else can. Without them (one process holds both ends) the
-        pairwise parts come from this object's own key."""
-        self.__pair_keys = {int(e): bytes(k) for e, k in keys.items()}
+        """The agreed key of each pairwise secret shared with another process (purpose
+        ``"pair_noise"``, the edge's id as the agent; :mod:`dpnet.pair_keys`): both ends of such
+        an edge then draw the same part and no one else can. An edge not listed (both ends in
+        this process) draws under this object's own key."""
+        edges = np.array(sorted(keys), dtype=np.int64)
+        distinct = {id(k): bytes(k) for k in keys.values()}     # one per peer rank
+        index = {key_id: i + 1 for i, key_id in enumerate(distinct)}
+        self.__edges = edges
+        self.__edge_key = np.array([index[id(keys[int(e)])] for e in edges], dtype=np.int64)
+        self.__keys = [self.__key, *distinct.values()]
 
     def __repr__(self) -> str:                   # never the key
         return f"SecretStreams(seed={self.seed}, key=<os.urandom, kept in memory>)"
@@ -88,23 +94,28 @@ class SecretStreams(Streams):
         out = np.empty((agents.size, width), dtype=np.uint64)
         if agents.size == 0 or width == 0:
             return out
-        per_row = (width + 1) // 2                     # AES blocks per agent row
         high = _block_id(purpose, iteration) << 64
-        if purpose == PAIR_PURPOSE and self.__pair_keys is not None:
-            for row, edge in enumerate(agents.tolist()):   # one key per edge: a loop over edges
-                key = self.__pair_keys.get(edge)
-                if key is None:
-                    raise ParameterError("edge", edge, "an edge whose pairwise key this process "
-                                         f"agreed (it holds {len(self.__pair_keys)})")
-                out[row] = _keystream(key, high, 0, 1, per_row)[0, :width]
+        if purpose != PAIR_PURPOSE or self.__edges.size == 0:
+            _fill(out, np.arange(agents.size), agents, self.__key, high)
             return out
-        # one keystream per run of consecutive agent ids (a rank's block, a range of edges): a
-        # loop over runs, one run in the common case
-        breaks = np.flatnonzero(np.diff(agents) != 1) + 1
-        for start, stop in zip(np.r_[0, breaks], np.r_[breaks, agents.size], strict=True):
-            out[start:stop] = _keystream(self.__key, high, int(agents[start]), stop - start,
-                                         per_row)[:, :width]
+        # pairwise parts: each edge under its rank pair's agreed key (0: this process's own),
+        # one pass per key (a peer rank), not per edge
+        at = np.minimum(np.searchsorted(self.__edges, agents), self.__edges.size - 1)
+        which = np.where(self.__edges[at] == agents, self.__edge_key[at], 0)
+        for k in np.unique(which):
+            rows = np.flatnonzero(which == k)
+            _fill(out, rows, agents[rows], self.__keys[k], high)
         return out
+
+
+def _fill(out: np.ndarray, rows: np.ndarray, agents: np.ndarray, key: bytes, high: int) -> None:
+    """``out[rows]`` = the rows of ``agents`` under ``key``: one keystream per run of consecutive
+    ids (a rank's block, a range of edges), one run in the common case."""
+    per_row = (out.shape[1] + 1) // 2                 # AES blocks per agent row
+    breaks = np.flatnonzero(np.diff(agents) != 1) + 1
+    for start, stop in zip(np.r_[0, breaks], np.r_[breaks, agents.size], strict=True):
+        out[rows[start:stop]] = _keystream(key, high, int(agents[start]), stop - start,
+                                           per_row)[:, :out.shape[1]]
 
 
 def _keystream(key: bytes, high: int, first: int, rows: int, per_row: int) -> np.ndarray:

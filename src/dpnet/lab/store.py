@@ -122,41 +122,36 @@ def check_cache_root(uncached: int) -> Path:
     return root
 
 
-def _stale_locks(root: Path) -> list[Path]:
-    """Locks of this host whose process has died (a killed sweep): no run computes under them."""
-    stale = []
-    for lock in root.glob("*.lock") if root.is_dir() else []:
-        try:
-            host, pid = lock.read_text().split()
-            if host == socket.gethostname():
-                os.kill(int(pid), 0)
-        except ProcessLookupError:
-            stale.append(lock)
-        except (OSError, ValueError):
-            pass
-    return stale
-
-
 def _key_of(path: Path) -> str:
     """The run key a cache entry belongs to (``<key>.json``, ``.lock``, ``.partial``, ``.tmp``)."""
     return path.name.split(".")[0]
 
 
-def _running(root: Path) -> set[str]:
-    """Keys of the runs being computed now: a lock whose process is alive (or on another host,
-    where it cannot be checked)."""
-    live = set()
+def _locks(root: Path) -> tuple[set[str], list[Path]]:
+    """``(live, stale)``: the keys of the runs being computed now (a lock whose process is alive,
+    or on another host, where it cannot be checked) and the locks of this host whose process
+    has died (a killed sweep: no run computes under them)."""
+    live, stale = set(), []
     for lock in root.glob("*.lock") if root.is_dir() else []:
         try:
             host, pid = lock.read_text().split()
             if host == socket.gethostname():
                 os.kill(int(pid), 0)
         except ProcessLookupError:
-            continue                 # its process died: an unfinished run, prunable
+            stale.append(lock)       # its process died: an unfinished run, prunable
+            continue
         except (OSError, ValueError):
             pass                     # unreadable, or not ours to signal: assume alive
         live.add(_key_of(lock))
-    return live
+    return live, stale
+
+
+def _running(root: Path) -> set[str]:
+    return _locks(root)[0]
+
+
+def _stale_locks(root: Path) -> list[Path]:
+    return _locks(root)[1]
 
 
 def prune(days: float | None = None) -> int:
