@@ -332,11 +332,12 @@ def worker_count(jobs: int) -> int:
     beyond the cores only share them (``--jobs 1000`` forked 1,000 processes and took 10x)."""
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ParameterError("jobs", jobs, "a positive number of worker processes")
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    if jobs > (cores or 1):
-        print(f"dpnet: --jobs {jobs} capped at {cores or 1}, the cores this process may use",
+    cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else
+             os.cpu_count()) or 1
+    if jobs > cores:
+        print(f"dpnet: --jobs {jobs} capped at {cores}, the cores this process may use",
               file=sys.stderr)
-        return cores or 1
+        return cores
     return jobs
 
 
