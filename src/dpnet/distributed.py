@@ -507,6 +507,9 @@ def run(algorithm, problem, graph: Graph, iterations: int, *, split: Sequence[in
             raise ParameterError("resume", resume, f"a checkpoint saved by all {net.world_size} "
                                  f"ranks in {store.dir}")
         snapshot = store.load(k) if k is not None else None
+        if snapshot is not None and net.rank == 0:
+            runner.LOG.info("resuming from iteration %d of %d (checkpoints of %d ranks in %s)",
+                            k, iterations, net.world_size, store.dir)
     try:
         res = runner.run(algorithm, problem, graph, iterations, seed=seed, record=record,
                          float_bits=float_bits, network=net, device=device,
