@@ -18,7 +18,7 @@ Measured, each against the single-process run of the same configuration:
 * ``unplugged``: host ``hosts-1``'s link taken down (no socket closes): the seconds until the
   survivors stop, against the configured timeout.
 
-Needs root and iproute2; exits non-zero if any result differs.
+Needs root and iproute2 (else it says so and skips); exits non-zero if any result differs.
 
     python benchmarks/bench_hosts.py [--quick]
 """
@@ -65,8 +65,8 @@ def main() -> int:
         args.hosts, args.agents, args.dim, args.iterations, args.rates = 3, 6, 8, 300, "1mbit"
     why = H.available()
     if why is not None:
-        print(f"bench_hosts: cannot run here: {why}")
-        return 1
+        print(f"bench_hosts: skipped, this machine cannot make hosts: {why}")
+        return 0
     failed = False
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

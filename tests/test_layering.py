@@ -26,7 +26,7 @@ LAYERS = (
     ("registry", "threads"),
     ("rng",),
     ("secret_rng", "pair_keys"),
-    ("noise", "compression"),
+    ("noise", "compression", "lattice"),
     ("graphs",),
     ("network",),
     ("partitions",),

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import dataclasses
 import hashlib
 import json
 import logging
@@ -210,6 +211,32 @@ def fingerprint(problem: Problem, graph: Graph) -> str:
 #: what a snapshot of :func:`run` holds (``resume`` refuses one without it)
 SNAPSHOT_KEYS = ("iteration", "algorithm", "params", "seed", "n", "fingerprint", "state",
                  "history", "network")
+
+
+def _slack_of(snap: dict) -> float:
+    """The lattice slack a snapshot carries (0 before any lattice release; older snapshots)."""
+    slack = snap.get("lattice_slack", 0.0)
+    if isinstance(slack, bool) or not isinstance(slack, int | float) or not 0 <= slack < math.inf:
+        raise ParameterError("resume.lattice_slack", slack, "a number >= 0 (damaged snapshot)")
+    return float(slack)
+
+
+def _charge_lattice(guarantee: PrivacyGuarantee, slack: float) -> PrivacyGuarantee:
+    """The guarantee of a run whose Laplace releases were drawn on a lattice
+    (:mod:`dpnet.lattice`): a pure-DP account plus the rounding's ``slack``. An (epsilon, delta)
+    account of continuous Laplace noise does not cover the lattice's noise: no guarantee."""
+    if slack == 0 or not guarantee.is_private:
+        return guarantee
+    if guarantee.delta > 0:
+        return PrivacyGuarantee.none(
+            f"{guarantee.theorem} is an (epsilon, delta) account of continuous Laplace noise; "
+            "secret randomness drew it on a lattice (dpnet.lattice), which only a pure-DP "
+            "account covers: choose a pure-DP accountant", guarantee.horizon)
+    note = (f"secret randomness: Laplace noise drawn exactly on a power-of-two lattice "
+            f"(dpnet.lattice, floating-point safe); epsilon includes the rounding's {slack:.3g}")
+    return dataclasses.replace(guarantee, epsilon=guarantee.epsilon + slack,
+                               per_agent=tuple(e + slack for e in guarantee.per_agent),
+                               notes=(*guarantee.notes, note))
 
 
 def _restore(snap: dict, algorithm: Algorithm, graph: Graph, seed: int, K: int, log_every: int,
@@ -483,6 +510,7 @@ def _run(algorithm, problem, graph, iterations, x0, seed, log_every, record, flo
         tracker.log(0, algorithm.iterate(state), state)
     else:
         k0, state = _restore(resume, algorithm, graph, seed, K, log_every, net, tracker, problem)
+        ctx.lattice_slack = _slack_of(resume)
     bar = _progress(K - k0, progress)
     # without a terminal's bar, a long run still says where it is (logger "dpnet.run": the
     # command line shows it on stderr; a library caller sees it if it configures logging)
@@ -500,7 +528,8 @@ def _run(algorithm, problem, graph, iterations, x0, seed, log_every, record, flo
             checkpoint({"iteration": k + 1, "algorithm": algorithm.name,
                         "params": algorithm.params(), "seed": seed, "n": graph.n,
                         "fingerprint": mark, "state": {name: t.detach().clone() for name, t in state.items()},
-                        "history": copy.deepcopy(tracker.rows), "network": net.state_dict()})
+                        "history": copy.deepcopy(tracker.rows), "network": net.state_dict(),
+                        "lattice_slack": ctx.lattice_slack})
         if bar is not None:
             bar.update(1)
         elif time.perf_counter() - heard >= PROGRESS_EVERY_S and progress is not False:
@@ -519,6 +548,8 @@ def _run(algorithm, problem, graph, iterations, x0, seed, log_every, record, flo
         if privacy:  # constants were given explicitly: their failure is the user's to see
             raise
         guarantee = PrivacyGuarantee.none(f"no guarantee computed: {err}", K)
+    if randomness == "secret":       # every rank's lattice releases (one all-reduce)
+        guarantee = _charge_lattice(guarantee, net.sum_scalar(ctx.lattice_slack))
     privacy_s = time.perf_counter() - privacy_start
     x = _to_cpu_numpy(net.gather(algorithm.iterate(state)))
     timing = {"setup": setup_s, "steps": wall - tracker.seconds, "metrics": tracker.seconds,

@@ -21,8 +21,10 @@ Rand-k compressor's coordinate choice). Everything else is secret: privacy noise
 membership, activation, quantisation dithers, DECOR's pairwise parts.
 
 The uniforms are the same 53-bit construction as the seeded streams' (the top 53 bits of a word),
-and Laplace and Gaussian draws transform them the same way: the floating-point issue of inverted
-CDFs (Mironov 2012) is not addressed here.
+and Laplace and Gaussian draws transform them the same way. A Laplace *release* in secret mode
+does not use them: :meth:`dpnet.algorithms.base.Context.perturb` draws it on a lattice from
+:meth:`SecretStreams.words` (:mod:`dpnet.lattice`, floating-point safe); Gaussian draws remain the
+floating-point transform (``docs/deploying.md``).
 """
 
 from __future__ import annotations
@@ -80,6 +82,18 @@ class SecretStreams(Streams):
         self.__edges = edges
         self.__edge_key = np.array([index[id(keys[int(e)])] for e in edges], dtype=np.int64)
         self.__keys = [self.__key, *distinct.values()]
+
+    def words(self):
+        """A fresh source of uniform 64-bit words, ``words(m) -> (m,) uint64``: AES-256-CTR under
+        this object's key from a random 128-bit starting counter, so two sources never share
+        keystream. For samplers that use a random number of words per element
+        (:mod:`dpnet.lattice`); nothing there needs to be redrawn, so nothing is keyed."""
+        stream = Cipher(algorithms.AES(self.__key), modes.CTR(os.urandom(16))).encryptor()
+
+        def words(m: int) -> np.ndarray:
+            return np.frombuffer(stream.update(bytes(8 * int(m))), dtype=np.uint64).copy()
+
+        return words
 
     def __repr__(self) -> str:                   # never the key
         return f"SecretStreams(seed={self.seed}, key=<os.urandom, kept in memory>)"

@@ -31,10 +31,11 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from .. import lattice
 from ..errors import ParameterError, UnknownNameError, require
 from ..graphs import Graph
 from ..network import Network
-from ..noise import Noise
+from ..noise import Laplace, Noise
 from ..privacy import accountants
 from ..privacy.assumptions import Assumptions
 from ..privacy.calibration import calibrate
@@ -53,6 +54,8 @@ class Context:
     problem: Problem
     net: Network
     rng: Streams
+    #: pure-DP slack of this process's lattice releases so far (:meth:`perturb`, secret mode)
+    lattice_slack: float = 0.0
 
     @property
     def n(self) -> int:
@@ -77,6 +80,24 @@ class Context:
         """This iteration's draw of ``noise`` for the local agents, ``(n_local, d)``."""
         return noise.sample(self.rng, purpose, k, self.agents, self.n, self.dim, self.net.dtype,
                             device=self.net.device)
+
+    def perturb(self, value: torch.Tensor, noise: Noise, purpose: str, k: int) -> torch.Tensor:
+        """``value + noise`` for the local agents' rows: the release of a noisy value.
+
+        With reproducible randomness this is ``value + self.noise(noise, purpose, k)``. With
+        secret randomness, Laplace noise is drawn floating-point safely (:mod:`dpnet.lattice`):
+        the value is rounded to a power-of-two lattice below the noise scale and an exact
+        discrete Laplace is added on it, and the rounding's pure-DP slack is added to
+        :attr:`lattice_slack` (the runner charges it to the guarantee). Gaussian noise is drawn as
+        in reproducible mode (``docs/deploying.md`` says what that leaves open)."""
+        if self.rng.kind != "secret" or type(noise) is not Laplace or noise.is_zero:
+            return value + self.noise(noise, purpose, k)
+        scale = noise.scale_at(k, self.n)[self.agents]
+        noisy = scale > 0                     # a row without noise is released as it is
+        rows = value.detach().to("cpu", torch.float64).numpy().copy()
+        rows[noisy], slack = lattice.perturb(rows[noisy], scale[noisy], self.rng.words())
+        self.lattice_slack += slack
+        return torch.from_numpy(rows).to(value.device, value.dtype)
 
 
 class Algorithm(ABC):

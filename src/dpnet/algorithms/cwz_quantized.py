@@ -79,7 +79,7 @@ class CWZQuantized(Algorithm):
 
     def step(self, ctx: Context, state: State, k: int) -> State:
         x = state["x"]
-        xh = x + ctx.noise(self.noise, "noise_x", k)
+        xh = ctx.perturb(x, self.noise, "noise_x", k)
         H = ctx.net.exchange(xh, "x", self.quantizer, matrix=NEIGHBOURS)
         g = ctx.grad(x, self.batch, k=k, purpose="sample")
         alpha, beta = self.alpha0 / (k + 1.0) ** self.p_alpha, self.beta0 / (k + 1.0) ** self.p_beta

@@ -46,8 +46,8 @@ class DiaDSP(Algorithm):
         x, y, g = state["x"], state["y"], state["g"]
         # the draws and the neighbour sums are fresh tensors: updating them in place saves an
         # (n, d) allocation and pass per term, which is most of a step at small d
-        xa = ctx.noise(self.noise_x, "noise_x", k).add_(x)                            # (8)
-        ya = ctx.noise(self.noise_y, "noise_y", k).add_(y)                            # (9)
+        xa = ctx.perturb(x, self.noise_x, "noise_x", k)                              # (8)
+        ya = ctx.perturb(y, self.noise_y, "noise_y", k)                              # (9)
         x_next = ctx.net.mix(ctx.net.exchange(xa, "x")).sub_(y, alpha=self.eta)       # (10)
         g_next = ctx.grad(x_next)
         y_next = ctx.net.mix(ctx.net.exchange(ya, "y")).add_(g_next).sub_(g)          # (11)

@@ -98,8 +98,8 @@ class DirectedDPGT(Algorithm):
     def step(self, ctx: Context, state: State, k: int) -> State:
         x, y, g = state["x"], state["y"], state["g"]
         net = ctx.net
-        Hx = net.exchange(x + ctx.noise(self.noise_x, "noise_x", k), "x", matrix="R")
-        Hy = net.exchange(y + ctx.noise(self.noise_y, "noise_y", k), "y", matrix="C")
+        Hx = net.exchange(ctx.perturb(x, self.noise_x, "noise_x", k), "x", matrix="R")
+        Hy = net.exchange(ctx.perturb(y, self.noise_y, "noise_y", k), "y", matrix="C")
         if self.form == "compact":
             x_next = x - self.alpha * net.mix(Hx, "L1") - self.gamma * y               # (7)
         else:

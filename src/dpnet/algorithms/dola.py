@@ -64,7 +64,7 @@ class DOLA(BoxConstrained, Algorithm):
 
     def step(self, ctx: Context, state: State, t: int) -> State:
         w = state["x"]
-        H = ctx.net.exchange(w + ctx.noise(self.noise, "noise", t), "w")
+        H = ctx.net.exchange(ctx.perturb(w, self.noise, "noise", t), "w")
         b = ctx.net.mix(H)
         g = all_data_grad(ctx, self._gradient_point(w, b), t)
         return {"x": self._project(b - self.step_size(t + 1) * g)}

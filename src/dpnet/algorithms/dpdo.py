@@ -80,7 +80,7 @@ class DPDO(BoxConstrained, Algorithm):
         graph.require_mixing(self.name)
 
     def step(self, ctx: Context, state: State, k: int) -> State:
-        y = state["x"] + ctx.noise(self.noise, "noise", k)
+        y = ctx.perturb(state["x"], self.noise, "noise", k)
         v = ctx.net.mix(ctx.net.exchange(y, "y"))
         if self.batch_size is None:
             g = ctx.grad(v)

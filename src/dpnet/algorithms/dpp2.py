@@ -126,11 +126,21 @@ class DPP2(Algorithm):
 
     def step(self, ctx: Context, state: State, k: int) -> State:
         x, d, q, P, eta = state["x"], state["d"], state["q"], self._key, self.eta_at(ctx, k)
-        w = ctx.noise(self.noise_w, "noise_w", k)
-        e = ctx.noise(self.noise_e, "noise_e", k)
-        y = x + (1.0 - eta) * d + w                                              # line 6
+        if ctx.rng.kind == "secret":      # lattice releases (Context.perturb): w, e as added
+            clean = x + (1.0 - eta) * d
+            y = ctx.perturb(clean, self.noise_w, "noise_w", k)
+            w = y - clean
+        else:
+            w = ctx.noise(self.noise_w, "noise_w", k)
+            y = x + (1.0 - eta) * d + w                                          # line 6
         Py = ctx.net.mix(ctx.net.exchange(y, "y", matrix=P), P)
-        z = ctx.grad(x) + eta * q + self.rho * Py + e                            # line 7
+        clean = ctx.grad(x) + eta * q + self.rho * Py
+        if ctx.rng.kind == "secret":
+            z = ctx.perturb(clean, self.noise_e, "noise_e", k)
+            e = z - clean
+        else:
+            e = ctx.noise(self.noise_e, "noise_e", k)
+            z = clean + e                                                        # line 7
         Pz = ctx.net.mix(ctx.net.exchange(z, "z", matrix=P), P)
         return {"x": x + w - self.alpha * (z - e) + self.beta * Pz,              # line 8
                 "d": eta * d + y, "q": eta * q + self.rho * Py}                  # lines 9-10

@@ -71,7 +71,7 @@ class KangWDDP(Algorithm):
     def step(self, ctx: Context, state: State, k: int) -> State:
         x = state["x"]
         g = ctx.grad(x, self.batch, k=k, purpose="sample")
-        u = x - self.eta / (k + 1.0) ** self.power * (g + ctx.noise(self.noise, "noise", k))
+        u = x - self.eta / (k + 1.0) ** self.power * ctx.perturb(g, self.noise, "noise", k)
         return {"x": ctx.net.mix(ctx.net.exchange(u, "u"), "W")}
 
     # -- privacy: accountant "kang" (below) and the generic ones over mechanism() ------------

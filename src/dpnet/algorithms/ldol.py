@@ -80,7 +80,8 @@ class LDOL(BoxConstrained, Algorithm):
 
     def step(self, ctx: Context, state: State, t: int) -> State:
         theta, deg = state["x"], state["deg"]
-        H = ctx.net.exchange(theta + ctx.noise(self.noise, "noise", t), "y", matrix=NEIGHBOURS)
+        H = ctx.net.exchange(ctx.perturb(theta, self.noise, "noise", t), "y",
+                             matrix=NEIGHBOURS)
         g = all_data_grad(ctx, theta, t)
         inner = theta + self.coupling(t) * neighbour_step(ctx, H, theta, deg) \
             - self.step_size(t) * g

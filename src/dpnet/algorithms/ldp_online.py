@@ -117,7 +117,7 @@ class LDPOnline(Algorithm):
 
     def step(self, ctx: Context, state: State, t: int) -> State:
         theta, deg = state["x"], state["deg"]
-        y = theta + ctx.noise(self.noise, "noise", t)                  # y_t = theta_t + vartheta_t
+        y = ctx.perturb(theta, self.noise, "noise", t)                 # y_t = theta_t + vartheta_t
         H = ctx.net.exchange(y, "y", matrix=NEIGHBOURS)
         g = all_data_grad(ctx, theta, t)                               # line 4
         theta_next = theta + neighbour_step(ctx, H, theta, deg) - self.step_size(t) * g  # line 6

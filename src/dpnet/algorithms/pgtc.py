@@ -88,8 +88,8 @@ class PGTC(Algorithm):
     def step(self, ctx: Context, state: State, k: int) -> State:
         net, C = ctx.net, self.compressor
         xc, yc = state["xc"], state["yc"]
-        xa = state["x"] + ctx.noise(self.noise_x, "noise_x", k)                         # (8)
-        ya = state["y"] + ctx.noise(self.noise_y, "noise_y", k)                         # (9)
+        xa = ctx.perturb(state["x"], self.noise_x, "noise_x", k)                       # (8)
+        ya = ctx.perturb(state["y"], self.noise_y, "noise_y", k)                       # (9)
         x_hat = xc + net.exchange(xa - net.own(xc), "x", C)                             # (14)
         y_hat = yc + net.exchange(ya - net.own(yc), "y", C)                             # (15)
         # gamma sum_j w_ij (h_j - h_i) = -gamma [L h]_i

@@ -70,11 +70,11 @@ class PPDC(Algorithm):
 
     def step(self, ctx: Context, state: State, k: int) -> State:
         net, xc = ctx.net, state["xc"]
-        xa = state["x"] + ctx.noise(self.noise_x, "noise_x", k)
+        xa = ctx.perturb(state["x"], self.noise_x, "noise_x", k)
         x_hat = xc + net.exchange(xa - net.own(xc), "x", self.compressor)               # (14)
         Lx = net.laplacian(x_hat)                                      # sum_j L_ij x_hat_j
         x_next = xa - self.eta * (self.gamma * Lx + self.omega * state["v"] + state["g"])  # (31)
-        v_next = (state["v"] + ctx.noise(self.noise_v, "noise_v", k)
+        v_next = (ctx.perturb(state["v"], self.noise_v, "noise_v", k)
                   + self.eta * self.omega * Lx)                                         # (32)
         return {"x": x_next, "v": v_next, "g": ctx.grad(x_next),
                 "xc": (1 - self.alpha_x) * xc + self.alpha_x * x_hat}                   # (16)

@@ -1,0 +1,132 @@
+"""Floating-point-safe Laplace noise: a discrete Laplace on a power-of-two lattice (secret mode).
+
+The floating-point draw ``x + b * sign * log(u)`` leaks: the set of floats it can return depends
+on ``x``, so its low bits tell ``x`` apart from a neighbour (Mironov 2012). The construction here is
+the one of Google's secure noise and OpenDP: put the release on a lattice ``g Z`` where every
+operation is exact, and draw the noise exactly on it.
+
+* **Lattice.** ``g = 2^(floor(log2 b) - LATTICE_BITS)`` for a release of scale ``b``: a power of
+  two that depends on the public scale only, with ``b / g`` in ``[2^40, 2^41)``.
+* **Value.** ``round_g(x) = rint(x / g) g`` (exact: a division by a power of two, an integer
+  rounding, a product by a power of two; a float whose spacing is already at least ``g`` is
+  kept). Per coordinate ``|round_g(x) - round_g(x')| <= |x - x'| + g``.
+* **Noise.** ``g Z``, ``Z`` the discrete Laplace of parameter ``lambda = b / g``
+  (``P(Z = z)`` proportional to ``exp(-|z| / lambda)``), drawn *exactly* by Canonne, Kamath and
+  Steinke (2020), Algorithms 1 and 2, with integer arithmetic only, from uniform 64-bit words of
+  the run's streams (AES under a secret key in secret mode): ``lambda = t / s`` with ``s = 2^12``
+  and ``t < 2^53`` integers, Bernoulli(``exp(-gamma)``) for rational ``gamma`` by comparisons of
+  uniform integers (Lemire's unbiased bounded integers). ``|Z| < 2^53`` (a failure has
+  probability below ``e^-4000``), so ``g Z`` is exact.
+* **Release.** ``round_g(x) + g Z`` is a point of the lattice; the float sum is that point
+  correctly rounded (IEEE addition), a function of it alone: post-processing.
+
+**Accounting effect.** The release is, on the lattice, exactly the Laplace mechanism: the
+likelihood ratio of two values at output ``o`` is ``exp((|o - r'|_1 - |o - r|_1) / b)``, so a
+release of ``d`` coordinates whose value has l1-sensitivity ``Delta`` costs at most
+``(Delta + g d) / b = Delta / b + d g / b`` of pure DP, ``d g / b <= d 2^-40``. A pure-DP theorem
+that bounds the sum of ``Delta_t / b_t`` over a run's releases therefore holds for the lattice run
+with ``sum_t d g_t / b_t`` added; the runner counts that sum over every lattice release of every
+agent (:func:`perturb` returns it) and adds it to the printed epsilon (``Result.privacy`` says so).
+It is counted over all agents' releases, not only those that depend on the protected agent's
+data: an over-count, never an under-count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+#: the lattice lies this many bits below the noise scale (Google's secure Laplace uses 2^40)
+LATTICE_BITS = 40
+_S_BITS = 52 - LATTICE_BITS          # lambda = t / 2^_S_BITS with t an integer below 2^53
+_MAX_K = 2000                        # Algorithm 1's counter; t * K must stay below 2^64
+
+Words = Callable[[int], np.ndarray]  # words(m): m fresh uniform uint64 words
+
+
+def lattice(scale: np.ndarray) -> np.ndarray:
+    """``g = 2^(floor(log2 b) - LATTICE_BITS)`` for each positive scale ``b``."""
+    _, e = np.frexp(np.asarray(scale, dtype=np.float64))          # b = m 2^e, m in [1/2, 1)
+    return np.ldexp(1.0, e - 1 - LATTICE_BITS)
+
+
+def round_to(x: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """``rint(x / g) g``, exactly; a float whose spacing is at least ``g`` is already on it."""
+    coarse = np.abs(x) >= g * 2.0 ** 52
+    with np.errstate(over="ignore", invalid="ignore"):
+        on = np.rint(x / g) * g
+    return np.where(coarse, x, on)
+
+
+def uniform_below(words: Words, n: np.ndarray) -> np.ndarray:
+    """Uniform integers in ``[0, n)`` for each ``n`` (uint64, ``1 <= n < 2^64``), unbiased:
+    a word is kept if it is at least ``2^64 mod n`` (Lemire 2019), else redrawn."""
+    n = np.asarray(n, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        floor = (np.uint64(0) - n) % n                           # 2^64 mod n
+    w = words(n.size)
+    bad = np.flatnonzero(w < floor)
+    while bad.size:                                              # probability n / 2^64 each
+        w[bad] = words(bad.size)
+        bad = bad[w[bad] < floor[bad]]
+    return w % n
+
+
+def bernoulli_exp(words: Words, num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """Bernoulli(``exp(-num / den)``) for integers ``0 <= num <= den``: Canonne, Kamath &
+    Steinke (2020), Algorithm 1: ``K = 1``; while Bernoulli(gamma / K): ``K += 1``; 1 iff K odd."""
+    num = np.asarray(num, dtype=np.uint64)
+    den = np.asarray(den, dtype=np.uint64)
+    k = np.ones(num.shape, dtype=np.uint64)
+    live = np.arange(num.size)
+    while live.size:
+        if int(k[live].max()) > _MAX_K:        # probability below 1 / 2000!
+            raise OverflowError("Bernoulli(exp(-gamma)) ran past its counter")
+        a = uniform_below(words, den[live] * k[live]) < num[live]
+        live = live[a]
+        k[live] += np.uint64(1)
+    return (k % np.uint64(2)) == 1
+
+
+def discrete_laplace(words: Words, t: np.ndarray) -> np.ndarray:
+    """Discrete Laplace of parameter ``lambda = t / 2^12`` per element (``t`` integers below
+    2^53): Canonne, Kamath & Steinke (2020), Algorithm 2 with ``s = 2^12``. int64."""
+    t = np.asarray(t, dtype=np.uint64)
+    out = np.zeros(t.shape, dtype=np.int64)
+    todo = np.arange(t.size)
+    one = np.uint64(1)
+    while todo.size:
+        tt = t[todo]
+        u = uniform_below(words, tt)                                 # U ~ Unif{0..t-1}
+        keep = bernoulli_exp(words, u, tt)                           # D ~ Bern(exp(-U/t))
+        rows, u, tt = todo[keep], u[keep], tt[keep]
+        v = np.zeros(rows.size, dtype=np.uint64)                     # V ~ Geom(1 - e^-1)
+        going = np.arange(rows.size)
+        while going.size:
+            ones = np.ones(going.size, np.uint64)
+            going = going[bernoulli_exp(words, ones, ones)]
+            v[going] += one
+        y = (u + tt * v) >> np.uint64(_S_BITS)                        # Y = floor(X / s)
+        minus = (words(rows.size) >> np.uint64(63)) == one           # B ~ Bern(1/2)
+        good = ~(minus & (y == 0))                                   # -0 is redrawn
+        y = y.astype(np.int64)
+        out[rows[good]] = np.where(minus[good], -y[good], y[good])
+        done = np.zeros(t.size, dtype=bool)
+        done[rows[good]] = True
+        todo = todo[~done[todo]]
+    return out
+
+
+def perturb(x: np.ndarray, scale: np.ndarray, words: Words) -> tuple[np.ndarray, float]:
+    """``round_g(x) + g Z`` for each row of ``x`` (float64, ``(rows, d)``) with row scale
+    ``scale`` (``(rows,)``, > 0), and the pure-DP slack ``d sum_rows g / b`` it adds (module
+    docstring)."""
+    rows, d = x.shape
+    b = np.asarray(scale, dtype=np.float64).reshape(-1)
+    g = lattice(b)
+    lam = b / g                                                      # exact, in [2^40, 2^41)
+    t = np.repeat(np.ldexp(lam, _S_BITS).astype(np.uint64), d)
+    z = discrete_laplace(words, t).reshape(rows, d)
+    out = round_to(x, g[:, None]) + z.astype(np.float64) * g[:, None]
+    return out, float(d * np.sum(g / b))

@@ -1,0 +1,189 @@
+"""Floating-point-safe Laplace releases (issue 38 item 3, :mod:`dpnet.lattice`): the exact
+samplers against their laws (with the power to see a 3 % error in the scale), the lattice
+arithmetic, and secret runs whose messages lie on the lattice and whose guarantee carries the
+rounding's slack, counted by hand here."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import dpnet
+from dpnet import algorithms, graphs, lattice, problems
+from dpnet import distributed as D
+from dpnet.problems import LogisticRegression
+
+
+def _words(seed: int):
+    gen = np.random.default_rng(seed)
+    return lambda m: gen.integers(0, 2**64, size=m, dtype=np.uint64)
+
+
+def _chi2_pvalue(z: np.ndarray, lam: float) -> float:
+    """Goodness of fit of integer draws to the discrete Laplace of parameter ``lam``."""
+    ks = np.arange(-int(30 * lam) - 5, int(30 * lam) + 6)
+    p = np.exp(-np.abs(ks) / lam)
+    p /= p.sum()
+    expected = p * z.size
+    keep = expected >= 5
+    observed = np.array([(z == k).sum() for k in ks])
+    # the cells with fewer than 5 expected draws are pooled into one
+    obs = np.r_[observed[keep], observed[~keep].sum()]
+    exp = np.r_[expected[keep], expected[~keep].sum()]
+    chi = float(((obs - exp) ** 2 / exp).sum())
+    return float(stats.chi2.sf(chi, obs.size - 1))
+
+
+@pytest.mark.parametrize("lam", [0.5, 2.0, 7.25])
+def test_discrete_laplace_has_its_law_and_the_test_could_see_a_3_percent_error(lam):
+    t = np.full(200_000, int(lam * 4096), dtype=np.uint64)
+    z = lattice.discrete_laplace(_words(11), t)
+    assert z.dtype == np.int64
+    assert _chi2_pvalue(z, lam) > 1e-3
+    # power: the same draws against a scale 3 % off are rejected
+    assert _chi2_pvalue(z, lam * 1.03) < 1e-3 or _chi2_pvalue(z, lam / 1.03) < 1e-3
+    assert abs(z.mean()) < 5 * z.std() / np.sqrt(z.size)
+
+
+def test_discrete_laplace_at_the_lattice_scale():
+    """lambda in [2^40, 2^41): E|Z| = lambda (1 + O(e^-1/lambda)), and |Z| < 2^53."""
+    lam = 1.37 * 2.0**40
+    z = lattice.discrete_laplace(_words(5), np.full(100_000, int(lam * 4096), dtype=np.uint64))
+    assert np.abs(z).max() < 2**53
+    a = np.abs(z).astype(np.float64) / lam          # ~ Exp(1)
+    assert abs(a.mean() - 1) < 5 / np.sqrt(a.size)
+    assert stats.kstest(a, "expon").pvalue > 1e-3
+
+
+@pytest.mark.parametrize("gamma", [(0, 7), (3, 10), (1, 1), (5, 2**52)])
+def test_bernoulli_exp_frequencies(gamma):
+    num, den = gamma
+    n = 100_000
+    b = lattice.bernoulli_exp(_words(3), np.full(n, num, np.uint64), np.full(n, den, np.uint64))
+    p = np.exp(-num / den)
+    assert abs(b.mean() - p) <= 5 * np.sqrt(p * (1 - p) / n) + 1e-12
+
+
+def test_uniform_below_is_uniform_and_unbiased_near_2_to_the_64():
+    u = lattice.uniform_below(_words(1), np.full(60_000, 6, np.uint64))
+    counts = np.bincount(u.astype(np.int64), minlength=6)
+    assert stats.chisquare(counts).pvalue > 1e-3
+    big = np.uint64(2**63 + 12345)        # half of all words are rejected for this bound
+    v = lattice.uniform_below(_words(2), np.full(20_000, big, np.uint64))
+    assert (v < big).all()
+    assert abs((v >= np.uint64(2**62)).mean() - (big - np.uint64(2**62)) / float(big)) < 0.02
+
+
+def test_the_lattice_arithmetic_is_exact():
+    g = lattice.lattice(np.array([0.3, 1.0, 5e-7]))
+    assert np.all(np.frexp(g)[0] == 0.5)                       # powers of two
+    b = np.array([0.3, 1.0, 5e-7])
+    assert np.all((b / g >= 2.0**40) & (b / g < 2.0**41))
+    x = np.array([[0.1, -2.7e-13, 1e30, 3.0], [1 / 3, 0.0, -1e-300, 7.5]])
+    r = lattice.round_to(x, g[:2, None])
+    assert np.all(np.abs(r - x) <= g[:2, None] / 2)
+    assert np.all(np.mod(r, g[:2, None]) == 0)                  # on the lattice, exactly
+    assert r[0, 2] == 1e30                                      # already coarser than g
+
+
+def test_a_lattice_release_lies_on_the_lattice_and_counts_its_slack():
+    x = np.random.default_rng(0).normal(size=(3, 50))
+    b = np.array([0.2, 0.05, 1.5])
+    out, slack = lattice.perturb(x, b, _words(4))
+    g = lattice.lattice(b)[:, None]
+    assert np.all(np.mod(out, g) == 0)
+    assert slack == pytest.approx(50 * float(np.sum(g.ravel() / b)), rel=1e-15)
+    assert slack <= 3 * 50 * 2.0**-40
+    spread = (out - x) / b[:, None]                             # Laplace(1) per coordinate
+    assert abs(np.abs(spread).mean() - 1) < 0.15
+
+
+# -- secret runs ----------------------------------------------------------------------------
+def _diadsp():
+    g = graphs.ring(5)
+    p = problems.from_spec({"name": "quadratic", "dim": 4, "n_agents": 5})
+    alg = algorithms.from_spec({"name": "diadsp", "eta": 0.1,
+                                "noise_x": {"kind": "laplace", "scale": 0.3, "decay": 0.97},
+                                "noise_y": {"kind": "laplace", "scale": 0.2, "decay": 0.97}})
+    return alg, p, g
+
+
+def _hand_slack(alg, n: int, d: int, K: int) -> float:
+    """Two Laplace releases per iteration and agent (DiaDSP's (8), (9)): d g_k / b_k each."""
+    total = 0.0
+    for k in range(K):
+        for noise in (alg.noise_x, alg.noise_y):
+            b = noise.scale_at(k, n)
+            total += d * float(np.sum(lattice.lattice(b) / b))
+    return total
+
+
+def test_secret_runs_release_lattice_points_and_charge_the_rounding():
+    alg, p, g = _diadsp()
+    K = 30
+    plain = dpnet.run(alg, p, g, K, privacy={"gradient_bound": 1.0})
+    secret = dpnet.run(alg, p, g, K, privacy={"gradient_bound": 1.0}, randomness="secret",
+                       record=True)
+    slack = _hand_slack(alg, 5, 4, K)
+    assert secret.privacy.epsilon == pytest.approx(plain.privacy.epsilon + slack, rel=1e-12)
+    assert secret.privacy.epsilon > plain.privacy.epsilon
+    assert any("lattice" in n for n in secret.privacy.notes)
+    assert not any("lattice" in n for n in plain.privacy.notes)
+    for name, noise in (("x", alg.noise_x), ("y", alg.noise_y)):
+        sent = secret.transcript.stacked(name)                  # (K, n, d): every message
+        for k in range(K):
+            gk = lattice.lattice(noise.scale_at(k, 5))[:, None]
+            assert np.all(np.mod(sent[k], gk) == 0), (name, k)
+
+
+def test_secret_resume_keeps_the_slack_of_the_first_part():
+    alg, p, g = _diadsp()
+    snaps = []
+    dpnet.run(alg, p, g, 20, privacy={"gradient_bound": 1.0}, randomness="secret",
+              checkpoint=snaps.append, checkpoint_every=10)
+    assert snaps[0]["lattice_slack"] == pytest.approx(_hand_slack(alg, 5, 4, 10), rel=1e-12)
+    resumed = dpnet.run(alg, p, g, 20, privacy={"gradient_bound": 1.0}, randomness="secret",
+                        resume=snaps[0])
+    whole = dpnet.run(alg, p, g, 20, privacy={"gradient_bound": 1.0})
+    assert resumed.privacy.epsilon == pytest.approx(
+        whole.privacy.epsilon + _hand_slack(alg, 5, 4, 20), rel=1e-12)
+    damaged = {**snaps[0], "lattice_slack": -1.0}
+    with pytest.raises(dpnet.ParameterError, match="lattice_slack"):
+        dpnet.run(alg, p, g, 20, randomness="secret", resume=damaged)
+
+
+def test_an_epsilon_delta_account_of_laplace_noise_is_refused_on_the_lattice():
+    alg, p, g = _diadsp()
+    kw = dict(privacy={"gradient_bound": 1.0, "accountant": "rdp", "delta": 1e-5})
+    assert dpnet.run(alg, p, g, 5, **kw).privacy.is_private
+    secret = dpnet.run(alg, p, g, 5, randomness="secret", **kw)
+    assert not secret.privacy.is_private
+    assert "pure-DP" in secret.privacy.theorem
+
+
+def test_gaussian_noise_in_secret_mode_has_no_lattice_and_no_slack():
+    """DP-SGD's Gaussian releases are drawn as in reproducible mode (docs/deploying.md says what
+    that leaves open): the same guarantee, no lattice note."""
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((4, 12, 5))
+    p = LogisticRegression(A, np.sign(A[:, :, 0]), reg=0.05)
+    alg = algorithms.DPSGD(0.3, 1.0, clip=1.0, rate=0.5)
+    plain = dpnet.run(alg, p, graphs.ring(4), 5, privacy={"delta": 1e-5})
+    secret = dpnet.run(alg, p, graphs.ring(4), 5, randomness="secret", privacy={"delta": 1e-5})
+    assert secret.privacy == plain.privacy and plain.privacy.is_private
+
+
+def _distributed_secret():
+    alg, p, g = _diadsp()
+    res = D.run(alg, p, g, 12, split=[3, 2], timeout=30, privacy={"gradient_bound": 1.0})
+    return res.randomness, res.privacy.epsilon
+
+
+def test_a_distributed_secret_run_charges_every_ranks_lattice_releases():
+    alg, p, g = _diadsp()
+    plain = dpnet.run(alg, p, g, 12, privacy={"gradient_bound": 1.0}).privacy.epsilon
+    out = [o.unwrap() for o in D.launch(_distributed_secret, 2, timeout=60)]
+    assert out[0] == out[1]
+    assert out[0][0] == "secret"
+    assert out[0][1] == pytest.approx(plain + _hand_slack(alg, 5, 4, 12), rel=1e-12)
