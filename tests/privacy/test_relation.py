@@ -6,6 +6,8 @@ documented ``mechanism()`` route, gets the built-in DP-SGD account under both re
 Gaussian, Opacus's number), and both are checked against dp-accounting called here directly.
 """
 
+import logging
+
 import numpy as np
 import pytest
 
@@ -155,3 +157,18 @@ def test_a_users_algorithm_with_a_mechanism_is_accounted_by_default():
 
     with pytest.raises(ParameterError, match="no default_accountant and no mechanism"):
         Undescribed().privacy(PROBLEM, GRAPH, T, delta=1e-5)
+
+
+def test_dp_accountings_absl_warnings_go_to_dpnets_logger_at_debug(caplog):
+    """dp-accounting warns through absl when an RDP order's series does not converge (q = 0.1,
+    sigma = 1 is its own test case); dpnet routes that to its logger at DEBUG, not to stderr."""
+    dpa = bridge.events()
+    event = dpa.PoissonSampledDpEvent(0.1, dpa.GaussianDpEvent(1.0))
+    with caplog.at_level(logging.DEBUG):
+        curve = bridge.rdp_curve(event, np.r_[1.25, 1.5, 2:65])
+    assert np.isinf(curve).any()                   # the orders it left out
+    absl = [r for r in caplog.records if r.name == "absl"]
+    ours = [r for r in caplog.records if r.name == "dpnet.privacy.dp_accounting"]
+    assert not absl
+    assert ours and all(r.levelno == logging.DEBUG for r in ours)
+    assert any("failed to converge" in r.getMessage() for r in ours)

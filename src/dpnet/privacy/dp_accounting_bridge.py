@@ -24,6 +24,7 @@ The replace-one pair of a batch drawn without replacement is :mod:`.without_repl
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from types import ModuleType
@@ -36,6 +37,24 @@ from ..errors import require
 EXTRA_ORDERS = (1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384)
 #: neighbouring relations by dpnet's names
 RELATIONS = ("add_remove", "replace_one")
+
+LOG = logging.getLogger("dpnet.privacy.dp_accounting")
+
+
+class _AbslToDpnet(logging.Filter):
+    """dp-accounting logs through absl, which writes to the root logger's stderr: its warnings
+    (an RDP order whose series did not converge is left out of the epsilon, which stays an upper
+    bound) reached every DP-SGD run and calibration. They go to ``dpnet.privacy.dp_accounting``
+    at DEBUG instead; errors pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR:
+            return True
+        LOG.debug("dp-accounting: %s", record.getMessage())
+        return False
+
+
+logging.getLogger("absl").addFilter(_AbslToDpnet())
 
 
 def events() -> ModuleType:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -167,7 +166,6 @@ def compare(tasks: Sequence[str] | None = None, epsilons=EPSILONS,
     for e in epsilons:
         if not (isinstance(e, int | float) and 0 < e < math.inf):
             raise ParameterError("epsilons", e, "0 < epsilon < inf")
-    logging.getLogger("absl").setLevel(logging.ERROR)  # dp-accounting's per-order RDP chatter
     rows: list[dict[str, Any]] = []
     for task in tasks or list(TASKS):
         t = build(task, dataset)
