@@ -164,7 +164,7 @@ def test_dp_accountings_absl_warnings_go_to_dpnets_logger_at_debug(caplog):
     sigma = 1 is its own test case); dpnet routes that to its logger at DEBUG, not to stderr."""
     dpa = bridge.events()
     event = dpa.PoissonSampledDpEvent(0.1, dpa.GaussianDpEvent(1.0))
-    with caplog.at_level(logging.DEBUG):
+    with caplog.at_level(logging.DEBUG, logger="dpnet"):   # the CLI may have set it to INFO
         curve = bridge.rdp_curve(event, np.r_[1.25, 1.5, 2:65])
     assert np.isinf(curve).any()                   # the orders it left out
     absl = [r for r in caplog.records if r.name == "absl"]
