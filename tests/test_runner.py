@@ -3,6 +3,7 @@
 import csv
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -191,3 +192,27 @@ def test_a_run_without_a_terminal_logs_where_it_is(monkeypatch, caplog):
     with caplog.at_level(logging.INFO, logger="dpnet.run"):       # progress=False: silent
         dpnet.run(dpnet.algorithms.DGD(0.1), problem, dpnet.graphs.ring(3), 4, progress=False)
     assert not [r for r in caplog.records if r.name == "dpnet.run"]
+
+
+def test_a_run_that_will_take_long_says_so_at_its_start(monkeypatch, caplog):
+    """Issue 39: a horizon of 10^9 iterations (a typo for 10^3) ran for hours without a word. After
+    FORECAST_AFTER_S seconds of steps the runner forecasts the whole run and warns, once, if it
+    exceeds LONG_RUN_S. Here both thresholds are 0: every run forecasts at its first step."""
+    import logging
+
+    from dpnet import runner
+
+    problem = dpnet.problems.Quadratic.random(n_agents=3, dim=2, seed=0)
+    monkeypatch.setattr(runner, "FORECAST_AFTER_S", 0.0)
+    monkeypatch.setattr(runner, "LONG_RUN_S", 0.0)
+    with caplog.at_level(logging.INFO, logger="dpnet.run"):
+        dpnet.run(dpnet.algorithms.DGD(0.1), problem, dpnet.graphs.ring(3), 6, progress=None)
+    warned = [r for r in caplog.records if r.name == "dpnet.run" and r.levelno == logging.WARNING]
+    assert len(warned) == 1
+    assert re.fullmatch(r"dgd: 6 iterations will take about \d+ min at this pace \(\S+ s each\); "
+                        r"interrupt \(Ctrl-C\) if that is not what you meant", warned[0].getMessage())
+    caplog.clear()
+    monkeypatch.setattr(runner, "LONG_RUN_S", 1e9)       # a short run: no forecast line
+    with caplog.at_level(logging.INFO, logger="dpnet.run"):
+        dpnet.run(dpnet.algorithms.DGD(0.1), problem, dpnet.graphs.ring(3), 6, progress=None)
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]

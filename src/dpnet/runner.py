@@ -96,10 +96,13 @@ class Result:
 
     @property
     def bits(self) -> dict:
+        """The bits on the wire, :meth:`BitLedger.as_dict <dpnet.network.BitLedger.as_dict>`: total, per
+        agent and per message name."""
         return self.ledger.as_dict()
 
     @property
     def x_mean(self) -> np.ndarray:
+        """``(d,)``: the average ``xbar`` of the agents' final iterates (the rows of ``x``)."""
         return self.x.mean(axis=0)
 
     def diagnosis(self) -> list[str]:
@@ -127,6 +130,9 @@ class Result:
         return lines
 
     def to_csv(self, path: str | Path) -> Path:
+        """Write the history to ``path`` as CSV, one column per metric and one row per logged iteration (a
+        non-finite number as its string, ``nan`` or ``inf``), creating the parent folders; returns the
+        path."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         keys = list(self.history)
@@ -149,6 +155,8 @@ class Result:
                        "wall_time_s": self.wall_time, "timing_s": dict(self.timing)})
 
     def to_json(self, path: str | Path) -> Path:
+        """Write :meth:`summary` to ``path`` as indented strict JSON, creating the parent folders; returns
+        the path."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(self.summary(), indent=2, default=_num, allow_nan=False))
@@ -275,6 +283,8 @@ def _restore(snap: dict, algorithm: Algorithm, graph: Graph, seed: int, K: int, 
 #: where a run's progress lines go when no terminal shows a bar, and how often
 LOG = logging.getLogger("dpnet.run")
 PROGRESS_EVERY_S = 30.0
+#: a run that looks, after FORECAST_AFTER_S seconds of steps, to need more than LONG_RUN_S says so
+FORECAST_AFTER_S, LONG_RUN_S = 2.0, 600.0
 
 
 def _progress(total: int, enabled: bool | None):
@@ -302,6 +312,13 @@ class Metrics:
         self.seconds = 0.0   # wall time spent logging (Result.timing["metrics"])
 
     def log(self, k: int, x: torch.Tensor, state: State) -> None:
+        """Append the metrics row of iteration k for the local iterates x, ``(n_local, d)``: ``f(xbar)``
+        and ``||grad f(xbar)||^2`` at the average iterate, the consensus error ``sum_i ||x_i - xbar||^2``,
+        the distance ``sum_i ||x_i - x*||^2`` to the reference (NaN without one), the bits so far (in
+        total and per agent) and each extra metric of ``state``; its wall time is added to ``seconds``.
+
+        Collective in the distributed backend (one all-reduce). Raises
+        :class:`~dpnet.errors.NonFiniteError` where ``f(xbar)`` or its gradient is NaN."""
         start = time.perf_counter()
         self._log(k, x, state)
         self.seconds += time.perf_counter() - start
@@ -343,6 +360,7 @@ class Metrics:
         return float(total[0]), total[1:]
 
     def arrays(self) -> dict[str, np.ndarray]:
+        """The rows logged so far, one NumPy array per metric name: the run's ``history``."""
         return {k: np.asarray(v) for k, v in self.rows.items()}
 
 
@@ -515,6 +533,7 @@ def _run(algorithm, problem, graph, iterations, x0, seed, log_every, record, flo
     # without a terminal's bar, a long run still says where it is (logger "dpnet.run": the
     # command line shows it on stderr; a library caller sees it if it configures logging)
     heard = start
+    forecast = progress is not False
     mark = fingerprint(problem, graph) if checkpoint is not None and checkpoint_every else None
     for k in range(k0, K):
         net.set_iteration(k)
@@ -530,6 +549,13 @@ def _run(algorithm, problem, graph, iterations, x0, seed, log_every, record, flo
                         "fingerprint": mark, "state": {name: t.detach().clone() for name, t in state.items()},
                         "history": copy.deepcopy(tracker.rows), "network": net.state_dict(),
                         "lattice_slack": ctx.lattice_slack})
+        if forecast and time.perf_counter() - start >= FORECAST_AFTER_S:
+            forecast = False       # once: a mistyped horizon should not run for hours unsaid
+            each = (time.perf_counter() - start) / (k + 1 - k0)
+            if each * (K - k0) > LONG_RUN_S:
+                LOG.warning("%s: %d iterations will take about %.0f min at this pace (%.3g s "
+                            "each); interrupt (Ctrl-C) if that is not what you meant",
+                            algorithm.name, K - k0, each * (K - k0) / 60, each)
         if bar is not None:
             bar.update(1)
         elif time.perf_counter() - heard >= PROGRESS_EVERY_S and progress is not False:

@@ -2,6 +2,8 @@
 four verdicts, counterfactual diagnoses and the index that counts them."""
 
 import json
+import logging
+import re
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +33,26 @@ def test_cache_reads_back_and_the_key_follows_the_arguments(tmp_path):
     assert t1.values("value").tolist() == [1.0, 4.0, 9.0]
     assert _runs(calls)[0].key != _runs(calls)[1].key
     assert _runs(calls)[0].key == Run(square, {"calls": str(calls), "x": 1.0}).key  # order-free
+
+
+def test_a_batch_says_what_it_reads_back_and_what_it_computes_with_the_time_left(tmp_path,
+                                                                                  caplog):
+    calls = tmp_path / "calls"
+    with cache_at(tmp_path / "cache"), caplog.at_level(logging.INFO, logger="dpnet"):
+        execute(_runs(calls, (1.0,)))
+        caplog.clear()
+        execute(_runs(calls))                         # 1 cached, 2 to compute
+        lines = [r.getMessage() for r in caplog.records if r.name == "dpnet.lab"]
+        assert lines[0] == "square: 3 run(s), 1 in the cache, 2 to compute"
+        assert re.fullmatch(r"\[\d/3\] square: x=\d\.0: computed \(\d+ s so far, about \d+ s "
+                            r"left\)", lines[1]), lines[1]
+        assert re.fullmatch(r"\[3/3\] square: x=\d\.0: computed \(\d+ s so far\)", lines[2])
+        assert len(lines) == 3                         # the cached run counts, without a line
+        caplog.clear()
+        said = []
+        execute(_runs(calls), log=said.append)         # a caller's own sink instead
+        assert said == ["square: 3 run(s), all in the cache"]
+        assert not [r for r in caplog.records if r.name == "dpnet.lab"]
 
 
 def test_parallel_execution_gives_the_same_table(tmp_path):

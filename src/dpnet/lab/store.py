@@ -194,10 +194,11 @@ def run_folder() -> Path:
 
 @contextlib.contextmanager
 def _runs_unheard():
-    """A batch reports its runs itself (one line each): their own progress lines stay quiet."""
+    """A batch reports its runs itself: their own progress lines and long-run forecasts (a
+    batch of long runs is long on purpose) stay quiet."""
     log = logging.getLogger("dpnet.run")
     level = log.level
-    log.setLevel(logging.WARNING)
+    log.setLevel(logging.ERROR)
     try:
         yield
     finally:
@@ -360,13 +361,10 @@ def execute(runs: Sequence[Run], jobs: int = 1, log: Callable[[str], None] | Non
     check_cache_root(sum(not (Path(root) / f"{k}.json").exists() for k in todo))
     compute = _recorded if errors == "record" else _compute
     results: dict[str, tuple[dict, str]] = {}
+    progress = _Progress(todo, root, jobs, log)
 
     def done(k: str) -> None:
-        if log:
-            status = results[k][1]
-            log(f"[{len(results)}/{len(todo)}] {_label(todo[k])}"
-                + (f": {status}" if errors == "record" else "")
-                + (f" ({results[k][0]['error']})" if status == "failed" else ""))
+        progress.done(k, *results[k])
 
     if jobs == 1 or len(todo) == 1:
         with torch_threads(1):
@@ -392,6 +390,47 @@ def execute(runs: Sequence[Run], jobs: int = 1, log: Callable[[str], None] | Non
             if errors == "record" else {}
         rows.append({**r.tags, **(result if status != "failed" else {}), **extra})
     return Table(rows)
+
+
+LOG = logging.getLogger("dpnet.lab")
+
+
+class _Progress:
+    """One progress style for every batch (run, sweep, compare, reproduce, audit): a line when the
+    batch starts (how many runs, how many in the cache), then one per run computed or failed,
+    with its time and the time left; cached runs count without a line each. Lines go to ``log``
+    if given, else to the ``dpnet.lab`` logger at INFO (the command line shows it on stderr)."""
+
+    def __init__(self, todo: Mapping[str, Run], root: str, jobs: int,
+                 log: Callable[[str], None] | None) -> None:
+        self.todo, self.jobs, self.say = todo, jobs, log or LOG.info
+        self.to_compute = sum(not (Path(root) / f"{k}.json").exists() for k in todo)
+        self.finished = self.computed = 0
+        self.start = time.perf_counter()
+        first = next(iter(todo.values()), None)
+        self.what = getattr(getattr(first, "fn", None), "__name__", "runs")
+        if todo:
+            cached_now = len(todo) - self.to_compute
+            self.say(f"{self.what}: {len(todo)} run(s), "
+                     + ("all in the cache" if not self.to_compute else
+                        f"{cached_now} in the cache, {self.to_compute} to compute"))
+
+    def done(self, key: str, result: dict, status: str) -> None:
+        self.finished += 1
+        if status == "cached":
+            return
+        self.computed += 1
+        spent = time.perf_counter() - self.start
+        left = max(0, self.to_compute - self.computed)
+        eta = f", about {_duration(spent / self.computed * left)} left" if left else ""
+        what = (f"failed ({result.get('error', '')})" if status == "failed"
+                else f"computed ({_duration(spent)} so far{eta})")
+        self.say(f"[{self.finished}/{len(self.todo)}] {self.what}: {_label(self.todo[key])}: "
+                 f"{what}")
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 def cached(runs: Sequence[Run]) -> tuple[int, int]:
