@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 export DPNET_DATA ?= $(abspath ../shared/data)
 
-.PHONY: setup demo test bench lint clean
+.PHONY: setup demo test bench lint docs clean
 
 setup: $(STAMP)
 
@@ -26,8 +26,11 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install -q -r benchmarks/requirements.txt
 	$(BIN)/python benchmarks/run_all.py
 
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict -d site
+
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 
 clean:
-	rm -rf $(VENV) demo-output .pytest_cache
+	rm -rf $(VENV) demo-output .pytest_cache site
