@@ -1,13 +1,20 @@
-"""The ``dpnet`` command.
+"""The ``dpnet`` command: argparse, one call into the lab layer, print.
 
-    dpnet list [algorithms|graphs|compressors|problems|experiments]
-    dpnet run CONFIG.toml [key=value ...] [--out DIR] [--backend simulated|distributed]
-    dpnet sweep CONFIG.toml [key=value ...] --set key=v1,v2,... [--seeds 0-4] [--jobs N] [--out DIR]
-    dpnet privacy NAME --param value ... [--iterations K] [--gradient-bound M] [--adjacency D]
-    dpnet demo [--out DIR] [--quick]
-    dpnet reproduce NAME [NAME ...] | all [--quick] [--plan] [--out DIR]
-    dpnet cache [--prune DAYS | --clear]
-"""
+```text
+dpnet list [algorithms|graphs|compressors|problems|experiments]
+dpnet run CONFIG.toml [key=value ...] [--out DIR] [--backend simulated|distributed]
+dpnet sweep CONFIG.toml [key=value ...] --set key=v1,v2,... [--seeds 0-4] [--jobs N] [--out DIR]
+dpnet privacy NAME --param value ... [--iterations K] [--gradient-bound M] [--adjacency D]
+dpnet demo [--out DIR] [--quick]
+dpnet compare [--tasks T,...] [--epsilons E,...] [--algorithms A,...] [--quick] [--jobs N]
+dpnet reproduce NAME [NAME ...] | all [--quick] [--plan] [--out DIR]
+dpnet audit NAME [NAME ...] | all | --attack [SCENARIO ...] | --canary EPSILON
+dpnet cache [--prune DAYS | --clear]
+```
+
+The commands that read algorithms, entries or audit targets take ``--with MODULE`` (your own). A
+usage error exits with status 2, a run that failed with 1; progress goes to stderr through the
+``dpnet`` logger (``--quiet`` hides it)."""
 
 from __future__ import annotations
 
@@ -62,6 +69,9 @@ def _parse_params(tokens: list[str]) -> dict[str, Any]:
 
 
 def cmd_list(args) -> int:
+    """``dpnet list [WHAT]``: print each registry's names with a one-line description (all of them, or
+    only the section WHAT: algorithms, graphs, compressors, problems, partitioners, experiments,
+    accountants or tasks), after importing the ``--with`` extensions. Exit status 0."""
     _import_extensions(args.extensions)
     what = args.what
     tables = {
@@ -98,6 +108,11 @@ def cmd_list(args) -> int:
 
 
 def cmd_run(args) -> int:
+    """``dpnet run CONFIG.toml [key=value ...]``: validate the configuration with its overrides, run it
+    (simulated, or over torchrun's processes with ``--backend distributed``), write ``result.csv``,
+    ``result.png`` and ``summary.json`` to ``--out`` (default ``runs/<config name>``) and print the final
+    metrics, the bits, the privacy guarantee and the run's diagnosis notes. In a distributed run only rank
+    0 prints. Exit status 0."""
     _import_extensions(args.extensions)
     cfg = config.validate(config.apply_overrides(config.load(args.config), args.overrides))
     out = Path(args.out or cfg.get("output", {}).get("dir", "runs/" + Path(args.config).stem))
@@ -198,6 +213,10 @@ def _epoch_steps(alg, problem, epochs, iterations) -> int:
 
 
 def cmd_reproduce(args) -> int:
+    """``dpnet reproduce NAME ... | all``: run each experiment and write its report ``OUT/NAME.md`` and
+    the index, printing each claim's verdict; with ``--plan``, print for each the runs it needs and how
+    many are cached, and run nothing. Exit status 0, also when a claim did not reproduce (the reports say
+    why)."""
     _import_extensions(args.extensions)
     names = list(reproduce.available()) if args.names == ["all"] else args.names
     if args.plan:
@@ -221,6 +240,9 @@ def cmd_reproduce(args) -> int:
 
 
 def cmd_cache(args) -> int:
+    """``dpnet cache``: print the run cache's location, counts and size (results, unfinished runs, runs
+    computing now, stale locks); ``--prune DAYS`` first removes what has not been used for DAYS days,
+    ``--clear`` everything. Exit status 0."""
     if args.prune is not None or args.clear:
         n = store.prune(None if args.clear else args.prune)
         print(f"removed {n} cached run(s) from {store.cache_root()}")
@@ -271,17 +293,6 @@ def _epsilons(text: str | None) -> list[float] | None:
     return values
 
 
-def _every_tenth(prefix: str):
-    """A log that prints one store message in ten (progress without a line per run)."""
-    count = [0]
-
-    def log(message: str) -> None:
-        count[0] += 1
-        if count[0] % 10 == 0:
-            print(f"{prefix}{message}", flush=True)
-    return log
-
-
 #: what ``compare --quick`` covers without ``--tasks``: the logistic task (a9a), every applicable
 #: algorithm, epsilon 1 and 4, 2 trials per method, short horizons, 2 seeds (280 s wall on the
 #: quiet machine from an empty cache; the four LIBSVM and synthetic tasks 387 s of CPU beside
@@ -289,7 +300,14 @@ def _every_tenth(prefix: str):
 QUICK_TASKS = ("logistic",)
 
 
-def cmd_compare(args, progress: bool = False) -> int:
+def cmd_compare(args) -> int:
+    """``dpnet compare``: the calibrated privacy-utility leaderboard of the tasks, target epsilons,
+    algorithms and seeds selected (defaults: all, or :data:`QUICK_TASKS` and epsilon 1, 4 with
+    ``--quick``); writes it to ``--out``, prints each task's ranking, and with ``--audit RUNS`` audits a
+    sample of its rows (``--audit-csv``: the rows of a published leaderboard instead).
+
+    Exit status 1 if a row certifies more than its target epsilon or an audited configuration exceeds its
+    claim, else 0."""
     report.require_folder("--out", args.out)        # before minutes of work, not after
     _import_extensions(args.extensions)
     tasks = _listed("--tasks", args.tasks) or (list(QUICK_TASKS) if args.quick
@@ -317,8 +335,7 @@ def cmd_compare(args, progress: bool = False) -> int:
     rows = compare.compare(tasks, epsilons, algs, quick=args.quick, seeds=seeds,
                            dataset=args.dataset, jobs=args.jobs, tight=args.tight,
                            publish_start=not args.without_x0, charge_tight=args.charge_tight,
-                           log=_every_tenth("  ") if progress else None if args.quiet
-                           else lambda m: print("  " + m, flush=True))
+                           log=None)    # the batches' progress: the dpnet.lab logger
     command = "dpnet compare " + " ".join(args.argv)
     audits = None
     if args.audit:
@@ -419,7 +436,7 @@ def cmd_demo(args) -> int:
           "1, 2, 4 on mushrooms by their default accountants, tuned and run over 2 seeds "
           f"({'short horizons, ' if args.quick else ''}a few minutes on one core; cached runs "
           "are read back)", flush=True)
-    return cmd_compare(compare_args, progress=True)
+    return cmd_compare(compare_args)
 
 
 def cmd_audit(args) -> int:
@@ -492,6 +509,8 @@ def _with_option(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def make_parser() -> argparse.ArgumentParser:
+    """The ``dpnet`` argument parser: one subcommand per ``cmd_*`` function, which each subparser sets as
+    ``func``."""
     p = argparse.ArgumentParser(prog="dpnet", description="Differentially private decentralized "
                                 "optimization: run algorithms, account privacy, reproduce papers.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -688,6 +707,13 @@ def _show_logs(on: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``dpnet`` command: parse ``argv`` (default ``sys.argv[1:]``) and run the
+    subcommand, returning its exit status.
+
+    A :class:`~dpnet.errors.DPNetError` is printed as one ``dpnet: error:`` line and exits with
+    :func:`exit_status` (1 for a run that failed, 2 for a usage error); a closed output pipe exits 141 and
+    an interrupt 130 (finished runs stay cached). Unknown arguments are a usage error, except
+    ``key=value`` words after the options of a command that takes overrides, which are overrides."""
     parser = make_parser()
     parser.add_argument("--version", action="version", version=f"dpnet {__version__}")
     args, extra = parser.parse_known_args(argv)

@@ -29,6 +29,8 @@ from .rng import Streams
 
 
 def index_bits(d: int) -> int:
+    """Bits to name one of d coordinates, ``ceil(log2 d)`` (at least 1; 0 when d = 1, as there is nothing
+    to name): what a sparsifier sends beside each kept value."""
     return max(1, math.ceil(math.log2(d))) if d > 1 else 0
 
 
@@ -169,6 +171,7 @@ class BiasedQuantizer(Compressor):
         self.dither = dither
 
     def xi(self, d: int) -> float:
+        """The scaling ``xi = 1 + min(d / 2^{2(b-1)}, sqrt(d) / 2^{b-1})`` of C for dimension d."""
         s = 2 ** (self.b - 1)
         return 1.0 + min(d / s**2, math.sqrt(d) / s)
 

@@ -93,9 +93,12 @@ class FileSpec:
 
     @property
     def has_digest(self) -> bool:
+        """Whether any digest of the file (``sha256``, ``md5``, ``content_md5``, ``text_sha256``) is known."""
         return bool(self.sha256 or self.md5 or self.content_md5 or self.text_sha256)
 
     def describe(self) -> str:
+        """One line for messages: the path, then the reference size, the first SHA-256 (else the first
+        MD5) and the first URL, where known."""
         parts = [self.path]
         if self.size is not None:
             parts.append(f"{self.size} bytes")
@@ -228,6 +231,8 @@ class Dataset:
         return np.where(self.y == values[1], 1.0, -1.0)
 
     def dense(self, dtype=np.float64) -> np.ndarray:
+        """The features as a dense ``(N, d)`` array (or the images' ``(N, H, W[, C])``) of ``dtype``,
+        densifying a sparse CSR matrix; not copied when already dense of that dtype."""
         X = self.X.toarray() if hasattr(self.X, "toarray") else np.asarray(self.X)
         return X.astype(dtype, copy=False)
 

@@ -143,23 +143,32 @@ class DistributedNetwork(Network):
     # -- layout -----------------------------------------------------------------------------
     @property
     def agents(self) -> np.ndarray:
+        """Global indices of this rank's agents, its block ``lo..hi-1``."""
         return self._agents
 
     @property
     def n_local(self) -> int:
+        """Number of agents this rank owns, ``hi - lo`` (the rows of a local tensor)."""
         return self.hi - self.lo
 
     @property
     def n_halo(self) -> int:
+        """Number of rows of this rank's halo tensors: its own agents, then every remote agent one of them
+        receives from under the graph's adjacency."""
         return int(self.halo_agents.size)
 
     def own(self, H: torch.Tensor) -> torch.Tensor:
+        """The local rows of a halo tensor: its first ``n_local`` rows."""
         return H[: self.n_local]
 
     def halo_zeros(self, d: int) -> torch.Tensor:
+        """A zero halo tensor, ``(n_halo, d)``, in the network's dtype and on its device."""
         return torch.zeros(self.n_halo, d, dtype=self.dtype, device=self.device)
 
     def describe(self) -> dict[str, Any]:
+        """This rank's layout for logs and reports: ``rank``, ``world_size``, its agent block
+        ``agents = (lo, hi)``, the global indices of its ``halo`` rows, the ``peers`` it exchanges with
+        under the matrices used so far, and the group's ``timeout_s``."""
         peers = sorted({p for plan in self._plans.values() for p, _ in plan.send + plan.recv})
         return {"rank": self.rank, "world_size": self.world_size, "agents": (self.lo, self.hi),
                 "halo": self.halo_agents.tolist(), "peers": peers, "timeout_s": self.timeout}
@@ -279,6 +288,7 @@ class DistributedNetwork(Network):
         return self._all_reduce(X.sum(dim=0).clone(), "sum over agents")
 
     def sum_scalar(self, value: float) -> float:
+        """Sum of ``value`` over all ranks, as a float (one all-reduce, collective)."""
         return float(self._all_reduce(torch.tensor([float(value)], dtype=torch.float64,
                                                    device=self.device), "scalar sum")[0])
 
@@ -395,9 +405,11 @@ class RankCheckpoints:
         self.dir.mkdir(parents=True, exist_ok=True)
 
     def path(self, k: int) -> Path:
+        """The file of this rank's checkpoint at iteration k (whether or not it exists)."""
         return self.dir / f"ckpt-{k:09d}.rank{self.rank}-of-{self.world_size}.pt"
 
     def iterations(self) -> list[int]:
+        """The iterations this rank has checkpoint files of in the folder, oldest first."""
         pat = re.compile(rf"ckpt-(\d+)\.rank{self.rank}-of-{self.world_size}\.pt$")
         return sorted(int(m.group(1)) for p in self.dir.iterdir() if (m := pat.match(p.name)))
 
@@ -408,6 +420,9 @@ class RankCheckpoints:
                       if (m := pat.match(p.name)) and int(m.group(1)) != self.world_size)
 
     def save(self, snapshot: dict) -> Path:
+        """Write the runner's ``snapshot`` (with this rank, the number of ranks and the agent blocks
+        added) to the file of its iteration, atomically, then delete all but the newest ``keep`` of this
+        rank's checkpoints. Returns the path written."""
         k = int(snapshot["iteration"])
         path = checkpoints.save({**snapshot, "rank": self.rank, "world_size": self.world_size,
                                  "offsets": self.offsets.tolist()}, self.path(k))  # atomic
@@ -416,6 +431,10 @@ class RankCheckpoints:
         return path
 
     def load(self, k: int) -> dict:
+        """This rank's snapshot at iteration k.
+
+        Raises :class:`~dpnet.errors.ParameterError` if the file is missing or not a dpnet checkpoint, or
+        if it was written with other agent blocks (another ``split``)."""
         snap = checkpoints.load(self.path(k))
         if snap["offsets"] != self.offsets.tolist():
             raise ParameterError("split", self.offsets.tolist(), "the agent blocks of the "
@@ -579,9 +598,12 @@ class RankOutcome:
 
     @property
     def ok(self) -> bool:
+        """Whether the rank finished without an error."""
         return self.error is None
 
     def unwrap(self) -> Any:
+        """The rank's return value; raises :class:`DistributedError` with the rank's error and traceback
+        if it failed."""
         if not self.ok:
             raise DistributedError(f"rank {self.rank} failed: {self.error}\n{self.traceback or ''}")
         return self.value

@@ -87,6 +87,8 @@ def require(ok: bool, name: str, value: Any, condition: str, hint: str = "") -> 
 
 
 def finite_real(name: str, value: Any) -> float:
+    """``value`` as a finite float; raises :class:`ParameterError` naming ``name`` if it is not a real
+    number (a bool, a string or bytes count as not one) or is NaN or infinite."""
     # float() would read True as 1 and "0.1" as 0.1: a flag or a string is not a number here
     if isinstance(value, bool | str | bytes):
         raise ParameterError(name, value, "must be a real number")
@@ -99,24 +101,30 @@ def finite_real(name: str, value: Any) -> float:
 
 
 def positive(name: str, value: Any) -> float:
+    """``value`` as a finite float > 0, else :class:`ParameterError` naming ``name``."""
     v = finite_real(name, value)
     require(v > 0, name, value, f"{name} > 0")
     return v
 
 
 def nonnegative(name: str, value: Any) -> float:
+    """``value`` as a finite float >= 0, else :class:`ParameterError` naming ``name``."""
     v = finite_real(name, value)
     require(v >= 0, name, value, f"{name} >= 0")
     return v
 
 
 def open_interval(name: str, value: Any, lo: float, hi: float) -> float:
+    """``value`` as a finite float strictly between ``lo`` and ``hi``, else :class:`ParameterError` naming
+    ``name``."""
     v = finite_real(name, value)
     require(lo < v < hi, name, value, f"{lo} < {name} < {hi}")
     return v
 
 
 def positive_int(name: str, value: Any) -> int:
+    """``value`` as an int >= 1: an int or an integral float (``3.0``), else :class:`ParameterError`
+    naming ``name``."""
     require(isinstance(value, int | float) and float(value).is_integer() and value >= 1,
             name, value, f"{name} must be an integer >= 1")
     return int(value)

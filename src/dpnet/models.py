@@ -70,10 +70,14 @@ def _seeded(factory, seed: int) -> nn.Module:
 
 
 def mnist_cnn(seed: int = 0, **kw) -> MnistCNN:
+    """A :class:`MnistCNN` initialised from ``seed`` (the global torch RNG untouched); keywords go to its
+    constructor (``channels``, ``classes``)."""
     return _seeded(lambda: MnistCNN(**kw), seed)
 
 
 def cifar_cnn(seed: int = 0, **kw) -> CifarCNN:
+    """A :class:`CifarCNN` initialised from ``seed`` (the global torch RNG untouched); keywords go to its
+    constructor (``classes``)."""
     return _seeded(lambda: CifarCNN(**kw), seed)
 
 

@@ -40,6 +40,8 @@ _DENSE_LIMIT = 128  # below this many agents a dense matmul beats sparse CSR
 
 @dataclass
 class TranscriptEntry:
+    """One broadcast on the wire: at ``iteration``, message ``name`` sent by ``senders`` (global agent
+    indices) with the decoded payloads ``messages``, one row per sender, ``(len(senders), d)``."""
     iteration: int
     name: str
     senders: np.ndarray           # global indices of the agents that sent
@@ -54,9 +56,11 @@ class Transcript:
     entries: list[TranscriptEntry] = field(default_factory=list)
 
     def append(self, entry: TranscriptEntry) -> None:
+        """Record one more broadcast, after those already recorded."""
         self.entries.append(entry)
 
     def names(self) -> list[str]:
+        """The message names that appear in the transcript, sorted, each once."""
         return sorted({e.name for e in self.entries})
 
     def stacked(self, name: str, n: int | None = None) -> np.ndarray:
@@ -129,9 +133,13 @@ class BitLedger:
 
     @property
     def total(self) -> int:
+        """Bits charged so far, over all agents, iterations and message names."""
         return int(self.per_agent.sum())
 
     def per_iteration(self, iterations: int | None = None) -> np.ndarray:
+        """``(iterations,)`` int64: the bits charged at each iteration k, summed over agents and message
+        names (zero where nothing was sent). ``iterations`` defaults to one past the last iteration
+        charged; later iterations are cut off."""
         K = iterations if iterations is not None else (max(self._iter) + 1 if self._iter else 0)
         out = np.zeros(K, dtype=np.int64)
         for k, b in self._iter.items():
@@ -140,6 +148,11 @@ class BitLedger:
         return out
 
     def per_agent_iteration(self, iterations: int | None = None) -> np.ndarray:
+        """``(iterations, n)`` int64: the bits each sender was charged at each iteration k (``iterations``
+        as in :meth:`per_iteration`).
+
+        Kept only by a detailed ledger (a run with ``record=True``); raises
+        :class:`~dpnet.errors.ParameterError` otherwise."""
         require(self.detailed, "ledger.detailed", self.detailed,
                 "per-agent-per-iteration bits are kept only with record=True")
         K = iterations if iterations is not None else (max(self._detail) + 1 if self._detail else 0)
@@ -150,6 +163,9 @@ class BitLedger:
         return out
 
     def merge(self, other: BitLedger) -> None:
+        """Add ``other``'s counts (per agent, per message name, per iteration and, where ``other`` kept
+        them, per agent and iteration) into this ledger, in place: how the distributed backend sums its
+        ranks' ledgers."""
         self.per_agent += other.per_agent
         for k, v in other.per_name.items():
             self.per_name[k] = self.per_name.get(k, 0) + v
@@ -160,6 +176,8 @@ class BitLedger:
             self._detail[k] += row
 
     def as_dict(self) -> dict:
+        """A JSON-ready summary: ``total`` bits, ``per_agent`` bits (a list, one per sender) and
+        ``per_name`` bits by message name."""
         return {"total": self.total, "per_agent": self.per_agent.tolist(),
                 "per_name": dict(self.per_name)}
 
@@ -235,6 +253,7 @@ class Network:
 
     @property
     def n_local(self) -> int:
+        """Number of agents this process holds (the rows of a local tensor); here all n."""
         return self.n
 
     def own(self, H: torch.Tensor) -> torch.Tensor:
@@ -242,9 +261,14 @@ class Network:
         return H
 
     def halo_zeros(self, d: int) -> torch.Tensor:
+        """A zero halo tensor, ``(n_halo, d)``, in the network's dtype and on its device (here
+        ``n_halo = n``)."""
         return torch.zeros(self.n, d, dtype=self.dtype, device=self.device)
 
     def set_iteration(self, k: int) -> None:
+        """Enter iteration k: messages and bits from now on are charged to it, and on a time-varying graph
+        (a :class:`~dpnet.graphs.schedule.GraphSchedule`) the round's graph ``schedule.at(k)`` replaces
+        the current one (its operators are rebuilt on first use)."""
         self.iteration = int(k)
         if self.schedule is not None:
             graph = self.schedule.at(self.iteration)
@@ -321,6 +345,8 @@ class Network:
         return X.sum(dim=0)
 
     def sum_scalar(self, value: float) -> float:
+        """Sum of ``value`` over all processes (an all-reduce in the distributed backend; here the value
+        itself, as a float)."""
         return float(value)
 
     def moments(self, X: torch.Tensor, scalars: list[float] | tuple[float, ...] = ()
@@ -344,6 +370,10 @@ class Network:
                 "transcript": None if self.transcript is None else self.transcript.to_state()}
 
     def load_state_dict(self, sd: dict) -> None:
+        """Restore the bit ledger and the transcript saved by :meth:`state_dict`.
+
+        Raises :class:`~dpnet.errors.ParameterError` if the checkpoint's number of agents differs, or if
+        it kept a transcript while this network does not record (or the reverse)."""
         ledger = BitLedger.from_state(sd["ledger"])
         require(ledger.n == self.n, "network.ledger.n", ledger.n, f"n = {self.n}")
         require((sd["transcript"] is not None) == self.record, "record", self.record,
@@ -353,6 +383,8 @@ class Network:
                            else Transcript.from_state(sd["transcript"]))
 
     def check_shape(self, name: str, X: torch.Tensor, d: int) -> None:
+        """Raise :class:`~dpnet.errors.ParameterError` naming ``name`` unless X is a local tensor of shape
+        ``(n_local, d)``."""
         if tuple(X.shape) != (self.n_local, d):
             raise ParameterError(name, tuple(X.shape), f"shape (n_local={self.n_local}, d={d})")
 

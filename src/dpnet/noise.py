@@ -58,6 +58,10 @@ class Schedule:
     @staticmethod
     def make(scale: PerAgent, decay: PerAgent | None = None, power: PerAgent | None = None,
              custom: Callable[[int], float | np.ndarray] | None = None) -> Schedule:
+        """The schedule of ``scale`` (>= 0) with at most one shape: ``decay`` q (geometric ``q**k``, 0 < q
+        < 1), ``power`` c (``(k+1)**(-c)``) or ``custom`` (a function of k giving one factor or one per
+        agent); none: constant. Each numeric parameter is a scalar or one finite value per agent. Raises
+        :class:`~dpnet.errors.ParameterError` otherwise."""
         s = _as_array("scale", scale)
         require(bool(np.all(s >= 0)), "scale", scale, "scale >= 0 (noise scales cannot be negative)")
         require(sum(x is not None for x in (decay, power, custom)) <= 1, "schedule",
@@ -72,6 +76,7 @@ class Schedule:
 
     @property
     def is_zero(self) -> bool:
+        """Whether every agent's scale is 0, so the noise is exactly zero at every iteration."""
         return bool(np.all(self.scale == 0))
 
     def at(self, k: int, n: int) -> np.ndarray:
@@ -124,9 +129,12 @@ class Noise(ABC):
 
     @property
     def is_zero(self) -> bool:
+        """Whether every agent's scale is 0: the noise is exactly zero and is not drawn."""
         return self.schedule.is_zero
 
     def scale_at(self, k: int, n: int) -> np.ndarray:
+        """Per-agent scale at iteration k, shape (n,): the Laplace scale ``b_k`` or the Gaussian standard
+        deviation ``s_k`` of each agent's coordinates."""
         return self.schedule.at(k, n)
 
     def sample(self, rng: Streams, purpose: str, k: int, agents: np.ndarray | torch.Tensor,

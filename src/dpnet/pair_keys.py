@@ -33,6 +33,7 @@ def pair_key(shared: bytes, a: int, b: int) -> bytes:
 
 
 def raw(public: X25519PublicKey) -> bytes:
+    """The 32 raw bytes of an X25519 public key, as published to the peer ranks (RFC 7748 encoding)."""
     return public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 

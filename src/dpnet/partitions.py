@@ -69,6 +69,10 @@ class Partition:
 
     @classmethod
     def of(cls, indices, scheme: str, params: Mapping, labels=None) -> Partition:
+        """A partition from per-agent record indices (any integer sequences, stored as contiguous int64),
+        the partitioner's ``scheme`` name and ``params``; given ``labels`` (one per record of the whole
+        dataset, indexed by record index), it also holds the sorted ``classes`` and each agent's
+        ``label_counts``."""
         parts = tuple(np.ascontiguousarray(p, dtype=np.int64) for p in indices)
         if labels is None:
             return cls(parts, scheme, dict(params))
@@ -81,6 +85,7 @@ class Partition:
 
     @property
     def n_agents(self) -> int:
+        """Number of agents the records are split over."""
         return len(self.indices)
 
     @property

@@ -636,6 +636,8 @@ class Streams:
         return (torch.sqrt(-2.0 * torch.log(u1)) * _cos_2pi_tensor(u2)).to(dtype)
 
     def torch(self, array: np.ndarray, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+        """``array`` (e.g. a draw) as a CPU torch tensor of ``dtype``; it shares the array's memory when
+        the array is already contiguous and of that dtype."""
         return torch.from_numpy(np.ascontiguousarray(array)).to(dtype)
 
 

@@ -55,6 +55,9 @@ def _block_id(purpose: str, iteration: int) -> int:
 
 
 def is_public(purpose: str) -> bool:
+    """Whether draws under ``purpose`` stay on the seeded chain in secret mode: a name in
+    :data:`PUBLIC_PURPOSES`, or one ending with a suffix of :data:`PUBLIC_SUFFIXES` (a Rand-k compressor's
+    ``"x/randk"``). Every other purpose is secret."""
     return purpose in PUBLIC_PURPOSES or purpose.endswith(PUBLIC_SUFFIXES)
 
 

@@ -11,6 +11,7 @@ import pytest
 from _engine_runs import cleared_midway, square  # noqa: E402  (tests/reproduce on sys.path)
 
 from dpnet.errors import ParameterError
+from dpnet.lab import store
 from dpnet.lab.reproduce import Check, Diagnosis, Prose, Report, Run, Spec, Table, Verdict, execute, register
 from dpnet.lab.reproduce.engine import evaluate
 from dpnet.lab.reproduce.report import write_index
@@ -36,8 +37,10 @@ def test_cache_reads_back_and_the_key_follows_the_arguments(tmp_path):
 
 
 def test_a_batch_says_what_it_reads_back_and_what_it_computes_with_the_time_left(tmp_path,
-                                                                                  caplog):
+                                                                                  caplog,
+                                                                                  monkeypatch):
     calls = tmp_path / "calls"
+    monkeypatch.setattr(store, "BATCH_PROGRESS_EVERY_S", 0.0)      # every computed run
     with cache_at(tmp_path / "cache"), caplog.at_level(logging.INFO, logger="dpnet"):
         execute(_runs(calls, (1.0,)))
         caplog.clear()
@@ -53,6 +56,10 @@ def test_a_batch_says_what_it_reads_back_and_what_it_computes_with_the_time_left
         execute(_runs(calls), log=said.append)         # a caller's own sink instead
         assert said == ["square: 3 run(s), all in the cache"]
         assert not [r for r in caplog.records if r.name == "dpnet.lab"]
+        monkeypatch.setattr(store, "BATCH_PROGRESS_EVERY_S", 1e9)  # periodic: the last only
+        said.clear()
+        execute(_runs(calls, (5.0, 6.0, 7.0)), log=said.append)
+        assert len(said) == 2 and said[1].startswith("[3/3] square: x=7.0: computed")
 
 
 def test_parallel_execution_gives_the_same_table(tmp_path):

@@ -59,14 +59,17 @@ class Context:
 
     @property
     def n(self) -> int:
+        """Number of agents in the whole network, n (not only those this process holds)."""
         return self.net.n
 
     @property
     def dim(self) -> int:
+        """Dimension d of the decision variable (the problem's ``dim``)."""
         return self.problem.dim
 
     @property
     def agents(self) -> np.ndarray:
+        """Global indices of the agents whose rows this process holds (``ctx.net.agents``)."""
         return self.net.agents
 
     def grad(self, X: torch.Tensor, batch_size: int | None = None, k: int = 0,
@@ -148,6 +151,9 @@ class Algorithm(ABC):
         """Iteration k -> k+1."""
 
     def iterate(self, state: State) -> torch.Tensor:
+        """The ``(n_local, d)`` iterates that metrics, callbacks and the result report: ``state["x"]`` by
+        default; an algorithm whose guarantees are about another state variable (DP-DDA's running average)
+        overrides it."""
         return state["x"]
 
     def records_per_step(self, problem: Problem) -> float | None:
@@ -316,6 +322,7 @@ def get(name: str) -> type[Algorithm]:
 
 
 def available() -> dict[str, type[Algorithm]]:
+    """Every registered algorithm class by its name, sorted by name (``dpnet list algorithms``)."""
     return dict(sorted(REGISTRY.items()))
 
 

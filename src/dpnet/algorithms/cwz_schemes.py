@@ -62,6 +62,9 @@ class Scheme:
         return self.p_zeta ** self.K, self.p_eta ** self.K
 
     def noises(self) -> tuple[Laplace, Laplace]:
+        """The Laplace noises ``(zeta, eta)`` of Algorithm 1, whose scales at iteration k are those of
+        :meth:`sigma`: ``(k+1)^p_zeta`` and ``(k+1)^p_eta`` for S1, the constants ``p_zeta^K`` and
+        ``p_eta^K`` for S2."""
         if self.name == "S1":   # Laplace(scale, power=c) draws Lap(scale / (k+1)^c)
             return Laplace(1.0, power=-self.p_zeta), Laplace(1.0, power=-self.p_eta)
         return Laplace(self.p_zeta ** self.K), Laplace(self.p_eta ** self.K)
@@ -91,6 +94,10 @@ class Scheme:
         return out
 
     def describe(self) -> dict[str, Any]:
+        """The scheme as a flat dict for reports: name, K, ``alpha``, ``beta``, ``gamma``, ``m``, the
+        noise scales at k = 0 and k = K (``sigma_zeta_0``, ``sigma_zeta_K``, ``sigma_eta_0``,
+        ``sigma_eta_K``) and the scheme's own parameters (``a1..a4`` and the exponents for S1, ``p_m`` for
+        S2)."""
         s0, sK = self.sigma(0), self.sigma(self.K)
         return {"scheme": self.name, "K": self.K, "alpha": self.alpha, "beta": self.beta,
                 "gamma": self.gamma, "m": self.m, "sigma_zeta_0": s0[0], "sigma_zeta_K": sK[0],
@@ -192,6 +199,7 @@ def lemma2_matrix(graph, alpha: float, beta: float, gamma: float, L: float, mu: 
 
 
 def spectral_radius(A: np.ndarray) -> float:
+    """Spectral radius of a square matrix: the largest modulus of its eigenvalues."""
     return float(np.max(np.abs(np.linalg.eigvals(A))))
 
 

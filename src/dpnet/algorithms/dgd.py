@@ -31,6 +31,7 @@ class DGD(Algorithm):
         graph.require_mixing(self.name)
 
     def step_size(self, k: int) -> float:
+        """The step ``eta_k = eta / (k+1)^power`` of iteration k."""
         return self.eta / (k + 1.0) ** self.power
 
     def init(self, ctx: Context, x0) -> State:

@@ -103,6 +103,8 @@ class DOADP(Algorithm):
         check_poisson_batch(self, problem)
 
     def compressor(self, d: int) -> TopK:
+        """The Top-k compressor of (5c) for dimension d: ``Top_k`` with the configured k, or ``Top_d``
+        (every coordinate sent) when ``k`` is None."""
         return TopK(d if self.k is None else self.k)
 
     def init(self, ctx: Context, x0) -> State:
@@ -191,6 +193,9 @@ def generic_sampler(m: huo.DOADPStep) -> None:
 
 
 def huo_notes(m: huo.DOADPStep) -> str:
+    """The notes line of a DO-ADP step's :class:`~dpnet.privacy.mechanism.Mechanism`: its constants (G, q
+    records per agent, batch size, p) and how the accountant treats the sampling (replace-one, sampling
+    without replacement) and the activation (visible, every step charged)."""
     return (f"G = {m.G:g}, q = {m.q} records per agent, batch {m.batch_size}, p = {m.p:g}; "
             "sampling without replacement under replace-one adjacency: the symmetrised pair "
             "covering the add and the remove type of every step (Dong, Roth & Su's subsampling "

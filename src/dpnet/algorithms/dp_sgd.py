@@ -134,6 +134,8 @@ class DPSGD(Algorithm):
     default_accountant = "pld"
     @property
     def released(self) -> tuple[str, str]:
+        """The published model: ``("state", "x_ema")``, the moving average (4), when ``ema_decay`` is set,
+        else ``("state", "x")``; both are post-processing of the broadcast half-steps."""
         # gossip averages of the broadcast half-steps, a function of the messages, or their
         # moving average (4)
         return ("state", "x_ema") if self.ema_decay else ("state", "x")

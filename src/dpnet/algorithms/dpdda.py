@@ -86,9 +86,12 @@ class DPDDA(BoxConstrained, Algorithm):
         check_poisson_batch(self, problem)
 
     def beta(self, t: int) -> float:
+        """``beta_t = beta0 sqrt(t + 1)``, the dual-averaging scale: iteration t sets
+        ``x_{i,t+1} = Pi_X[-z_{i,t+1} / beta_{t+1}]``."""
         return self.beta0 * math.sqrt(t + 1.0)
 
     def iterate(self, state: State) -> torch.Tensor:
+        """The running average ``xbar_{i,t}`` of the iterates (``state['x_avg']``), DDA's output."""
         return state["x_avg"]
 
     def init(self, ctx: Context, x0) -> State:

@@ -114,6 +114,10 @@ class DPDO(BoxConstrained, Algorithm):
         return base / equal_local_size(problem, "DPDO's record sensitivity 2 sqrt(d) G / m")
 
     def epsilon(self, Delta_g: float, iterations: int | None) -> float:
+        """Pure epsilon of agent i's objective after ``iterations`` = K steps, for gradient sensitivity
+        ``Delta_g`` (l1): ``sum_{k=0}^{K-1} c p^k Delta_g / (M q^{k+1})``, the geometric series of the
+        module docstring; ``iterations=None`` gives its K -> inf limit ``Delta_g c / (M (q - p))``, and
+        ``M = 0`` (no noise) gives inf."""
         if self.M == 0:
             return math.inf
         r = self.p / self.q

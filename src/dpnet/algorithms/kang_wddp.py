@@ -45,6 +45,9 @@ def server_graph(n: int, p: np.ndarray | None = None) -> Graph:
 
 
 def require_server(graph, who: str) -> None:
+    """Raise :class:`~dpnet.errors.ParameterError` (naming ``who``, suggesting :func:`server_graph`)
+    unless the graph's W has identical, positive rows summing to 1 (to ``np.allclose``'s default
+    tolerance): the weights of a server's weighted average."""
     W = graph.W
     if not (np.allclose(W, W[:1]) and np.allclose(W.sum(1), 1.0) and np.all(W > 0)):
         raise ParameterError("graph", graph.name, f"{who} aggregates at a server: W must have "

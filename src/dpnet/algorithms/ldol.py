@@ -66,9 +66,11 @@ class LDOL(BoxConstrained, Algorithm):
         self.noise = Laplace(np.asarray(self.sigma0) / math.sqrt(2.0), power=-vs)
 
     def coupling(self, t: int) -> float:
+        """The consensus weight ``gamma_t = gamma0 / (t+1)^u`` of (17) at iteration t."""
         return self.gamma0 / (t + 1.0) ** self.u
 
     def step_size(self, t: int) -> float:
+        """The gradient step ``lambdachk_t = lambda0 / (t+1)^v`` of (17) at iteration t."""
         return self.lambda0 / (t + 1.0) ** self.v
 
     def check_graph(self, graph) -> None:

@@ -76,6 +76,8 @@ def weight_degree(ctx: Context, matrix: str = NEIGHBOURS):
 
 
 def per_agent(name: str, value: PerAgent, lo: float, hi: float) -> np.ndarray:
+    """``value`` (a scalar or one value per agent) as a 1-d float array, each entry checked to lie in the
+    open interval ``(lo, hi)``; raises :class:`~dpnet.errors.ParameterError` naming ``name`` otherwise."""
     arr = np.atleast_1d(np.asarray(value, dtype=np.float64))
     require(arr.ndim == 1 and arr.size >= 1, name, value, "a scalar or one value per agent")
     for x in arr:
@@ -106,6 +108,7 @@ class LDPOnline(Algorithm):
         self.noise = Laplace(np.asarray(self.sigma0) / math.sqrt(2.0), power=self.varsigma)
 
     def step_size(self, t: int) -> float:
+        """The gradient step ``lambda_t = lambda0 / (t+1)^v`` of line 6 at iteration t."""
         return self.lambda0 / (t + 1.0) ** self.v
 
     def check_graph(self, graph) -> None:

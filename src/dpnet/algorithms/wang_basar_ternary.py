@@ -108,9 +108,11 @@ class WangBasarTernary(Algorithm):
                 f"gamma0 * max_i sum_j w_ij <= 1 (here gamma0 <= {top:.4g})")
 
     def coupling(self, k: int) -> float:
+        """The coupling weight ``gamma_k = gamma0 / (k+1)^v`` at iteration k."""
         return self.gamma0 / (k + 1.0) ** self.v
 
     def step_size(self, k: int) -> float:
+        """The gradient step ``lambda_k = lambda0 / (k+1)^u`` at iteration k."""
         return self.lambda0 / (k + 1.0) ** self.u
 
     def init(self, ctx: Context, x0) -> State:

@@ -121,6 +121,10 @@ class Graph:
         return self._dense(name, self.sparse(name))
 
     def add_matrix(self, name: str, M: Any) -> Graph:
+        """Register ``M`` (dense or sparse, ``(n, n)``, finite) under ``name``, for :meth:`sparse`,
+        :meth:`matrix` and the network's ``exchange(..., matrix=name)``/``mix``: its off-diagonal nonzeros
+        must lie on the graph's edges (raises :class:`~dpnet.errors.ParameterError` otherwise). Replaces a
+        matrix registered under the same name; returns the graph, so calls chain."""
         S = as_sparse(M, f"matrices[{name!r}]")
         require(S.shape == (self.n, self.n), f"matrices[{name!r}]", S.shape,
                 f"shape ({self.n}, {self.n})")
@@ -134,6 +138,7 @@ class Graph:
     # -- structure --------------------------------------------------------------------------
     @property
     def n(self) -> int:
+        """Number of agents (nodes)."""
         return self.weights.shape[0]
 
     @property
@@ -159,6 +164,8 @@ class Graph:
 
     @property
     def directed(self) -> bool:
+        """Whether the support is asymmetric: some agent receives from one that does not receive from it
+        (the weights' values do not count). Cached."""
         def make():
             A = self.support_matrix
             return bool((A != A.T).nnz)
@@ -206,29 +213,42 @@ class Graph:
 
     @property
     def unweighted_laplacian(self) -> np.ndarray:
+        """Dense Laplacian of the 0/1 support, ``diag(in-degree) - A`` (small n): the weights ignored."""
         return self.matrix("unweighted_laplacian")
 
     # -- checks (O(edges)) ------------------------------------------------------------------
     def row_sums(self, which: str = "W") -> np.ndarray:
+        """``(n,)`` row sums of a named matrix (default W; names as in :meth:`sparse`), diagonal included:
+        each agent's total in-weight."""
         return np.asarray(self.sparse(which).sum(axis=1)).ravel()
 
     def column_sums(self, which: str = "W") -> np.ndarray:
+        """``(n,)`` column sums of a named matrix (default W; names as in :meth:`sparse`), diagonal
+        included: column j is the total weight the agents put on agent j's value, its own included."""
         return np.asarray(self.sparse(which).sum(axis=0)).ravel()
 
     def is_symmetric(self, tol: float = _TOL) -> bool:
+        """Whether W equals its transpose, entrywise to ``tol`` (default 1e-10)."""
         D = self.weights - self.weights.T
         return bool(D.nnz == 0 or abs(D).max() <= tol)
 
     def is_row_stochastic(self, tol: float = _TOL) -> bool:
+        """Whether every row of W sums to 1, to ``tol`` (default 1e-10); the signs of the entries are not
+        checked (:meth:`is_nonnegative`)."""
         return bool(np.all(np.abs(self.row_sums() - 1) <= tol))
 
     def is_column_stochastic(self, tol: float = _TOL) -> bool:
+        """Whether every column of W sums to 1, to ``tol`` (default 1e-10); the signs of the entries are
+        not checked (:meth:`is_nonnegative`)."""
         return bool(np.all(np.abs(self.column_sums() - 1) <= tol))
 
     def is_doubly_stochastic(self, tol: float = _TOL) -> bool:
+        """Whether every row and every column of W sums to 1, to ``tol`` (default 1e-10); the signs of the
+        entries are not checked (:meth:`is_nonnegative`)."""
         return self.is_row_stochastic(tol) and self.is_column_stochastic(tol)
 
     def is_nonnegative(self, tol: float = _TOL) -> bool:
+        """Whether no stored entry of W (diagonal included) is below ``-tol`` (default 1e-10)."""
         return bool(self.weights.nnz == 0 or self.weights.data.min() >= -tol)
 
     def components(self) -> int:
@@ -284,9 +304,18 @@ class Graph:
                             lambda: spectral.symmetric_extremes(L, 0.0, radius))
 
     def largest_laplacian_eigenvalue(self) -> float:
+        """Largest eigenvalue of the weighted Laplacian L (:attr:`laplacian`). For symmetric W: exact
+        (LAPACK) for n <= 256, shift-invert Lanczos above, cached; otherwise the largest real part of L's
+        eigenvalues (dense, n <= 256 only)."""
         return self._laplacian_extremes()[1]
 
     def smallest_nonzero_laplacian_eigenvalue(self, tol: float = 1e-9) -> float:
+        """Smallest eigenvalue of the weighted Laplacian above ``tol``: for a connected undirected graph,
+        the algebraic connectivity ``lambda_2(L)``.
+
+        For n <= 256 or a nonsymmetric W, from the whole spectrum (real parts; a nonsymmetric W only up to
+        n = 256). Above, for symmetric W, the second smallest eigenvalue by shift-invert Lanczos (cached),
+        which requires a connected graph (:meth:`require_connected`) and does not read ``tol``."""
         if self.n <= spectral.DENSE_SPECTRAL_MAX or not self.is_symmetric():
             ev = self.laplacian_eigenvalues()
             return float(np.min(ev[ev > tol]))
@@ -296,6 +325,8 @@ class Graph:
 
     # -- requirements used by algorithms -----------------------------------------------------
     def require_connected(self) -> None:
+        """Raise :class:`~dpnet.errors.ParameterError` unless the graph is connected (strongly connected
+        when directed); the message gives the number of components."""
         kind = "strongly connected" if self.directed else "connected"
         ncomp = self.components()
         if ncomp != 1:
@@ -303,6 +334,9 @@ class Graph:
                                  f"it has {ncomp} components")
 
     def require_doubly_stochastic(self, who: str = "this algorithm") -> None:
+        """Raise :class:`~dpnet.errors.ParameterError` naming ``who`` unless W is doubly stochastic
+        (:meth:`is_doubly_stochastic`; the message gives the ranges of the row and column sums) and
+        nonnegative (:meth:`is_nonnegative`)."""
         rows, cols = self.row_sums(), self.column_sums()
         if not self.is_doubly_stochastic():
             raise ParameterError(
@@ -353,6 +387,9 @@ class Graph:
         return G
 
     def summary(self) -> dict[str, Any]:
+        """What a report states about the graph: ``name``, ``n``, ``edges``, ``directed``, the weight
+        ``scheme``, ``connected``, the ``spectral_gap`` (undirected graphs only) and the entries of
+        ``meta``."""
         out = {"name": self.name, "n": self.n, "edges": self.n_edges, "directed": self.directed,
                "scheme": self.scheme, "connected": self.is_connected()}
         if not self.directed:

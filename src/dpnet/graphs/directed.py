@@ -96,14 +96,19 @@ class DirectedGraph(Graph):
 
     @property
     def directed(self) -> bool:
+        """Always True: a pair of digraphs, whatever the symmetry of their supports."""
         return True
 
     @property
     def R(self) -> np.ndarray:
+        """Dense ``(n, n)`` state weights R, zero diagonal: ``R[i, j] > 0`` iff agent i receives j's state
+        (small n)."""
         return self.matrix("R")
 
     @property
     def C(self) -> np.ndarray:
+        """Dense ``(n, n)`` tracking weights C, zero diagonal: ``C[i, j] > 0`` iff agent i receives j's
+        tracking variable (small n)."""
         return self.matrix("C")
 
     @property
@@ -129,9 +134,13 @@ class DirectedGraph(Graph):
             self.sparse("R") if which == "R" else self.sparse("C").T))
 
     def common_roots(self) -> list[int]:
+        """The agents that root spanning trees of both ``G_R`` and ``G_{C^T}`` (Assumption 1's common
+        roots), sorted; empty when there is none."""
         return sorted(set(self.roots("R")) & set(self.roots("C^T")))
 
     def satisfies_assumption1(self) -> bool:
+        """Whether Assumption 1 holds: ``G_R`` and ``G_{C^T}`` contain spanning trees with a common root
+        (:meth:`require_assumption1` raises with the reason instead)."""
         return len(self.common_roots()) > 0
 
     def require_assumption1(self, who: str = "this algorithm") -> None:
@@ -201,6 +210,8 @@ class DirectedGraph(Graph):
         return (1.0 - rho1) / alpha, (1.0 - rho2) / beta
 
     def summary(self) -> dict[str, Any]:
+        """:meth:`Graph.summary <dpnet.graphs.base.Graph.summary>` plus the arc counts of R and C
+        (``edges_R``, ``edges_C``) and the roots of ``G_R`` and ``G_{C^T}`` (``roots_R``, ``roots_CT``)."""
         out = super().summary()
         out.update({"edges_R": int(self.sparse("R").nnz), "edges_C": int(self.sparse("C").nnz),
                     "roots_R": self.roots("R"), "roots_CT": self.roots("C^T")})

@@ -51,11 +51,15 @@ class GraphSchedule:
         self._at = lru_cache(maxsize=64)(at)
 
     def at(self, k: int) -> Graph:
+        """The graph of round k (``k mod period`` for a periodic schedule): built on first use, the last
+        64 rounds asked kept. Raises :class:`~dpnet.errors.ParameterError` for k < 0."""
         k = int(k)
         require(k >= 0, "iteration", k, "k >= 0")
         return self._at(k % self.period if self.period else k)
 
     def checked_rounds(self) -> range:
+        """The rounds :meth:`require_time_varying_ok` checks: one period of a periodic schedule, else the
+        first :data:`CHECKED_ROUNDS` rounds."""
         return range(self.period if self.period else CHECKED_ROUNDS)
 
     def require_time_varying_ok(self, who: str) -> None:

@@ -68,6 +68,7 @@ def cell(value: Any) -> Any:
 
 
 def md_escape(text: Any) -> str:
+    """``text`` as one Markdown table cell: its string with ``|`` escaped and newlines replaced by spaces."""
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 

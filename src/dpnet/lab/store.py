@@ -66,6 +66,10 @@ class Run:
 
     @property
     def key(self) -> str:
+        """The run's cache key, 20 hex digits of a SHA-256 over the function's qualified name, the digest
+        of its code (:func:`dpnet.lab.keys.code_digest`), its arguments in canonical JSON and the data
+        root; ``tags`` are not part of it. Raises :class:`~dpnet.errors.ParameterError` for an argument
+        that is not JSON-able."""
         body = {"fn": f"{self.fn.__module__}.{self.fn.__qualname__}",
                 "code": keys.code_digest(self.fn), "params": _canonical(self.params),
                 "data": source.data_root()}
@@ -88,6 +92,7 @@ def _canonical(value: Any) -> Any:
 
 
 def cache_root() -> Path:
+    """The run cache's folder: ``$DPNET_RUNS``, else ``~/.cache/dpnet/runs`` (not created here)."""
     return Path(os.environ.get("DPNET_RUNS") or Path.home() / ".cache" / "dpnet" / "runs")
 
 
@@ -393,20 +398,24 @@ def execute(runs: Sequence[Run], jobs: int = 1, log: Callable[[str], None] | Non
 
 
 LOG = logging.getLogger("dpnet.lab")
+#: a batch's computed runs are reported at most this often (a failed one and the last always)
+BATCH_PROGRESS_EVERY_S = 10.0
 
 
 class _Progress:
     """One progress style for every batch (run, sweep, compare, reproduce, audit): a line when the
-    batch starts (how many runs, how many in the cache), then one per run computed or failed,
-    with its time and the time left; cached runs count without a line each. Lines go to ``log``
-    if given, else to the ``dpnet.lab`` logger at INFO (the command line shows it on stderr)."""
+    batch starts (how many runs, how many in the cache), then a line on a computed run at most
+    every :data:`BATCH_PROGRESS_EVERY_S` seconds, on every failed one and on the last, with the
+    count, the time so far and the time left; cached runs count without a line each. Lines go
+    to ``log`` if given, else to the ``dpnet.lab`` logger at INFO (the command line shows it on
+    stderr)."""
 
     def __init__(self, todo: Mapping[str, Run], root: str, jobs: int,
                  log: Callable[[str], None] | None) -> None:
         self.todo, self.jobs, self.say = todo, jobs, log or LOG.info
         self.to_compute = sum(not (Path(root) / f"{k}.json").exists() for k in todo)
         self.finished = self.computed = 0
-        self.start = time.perf_counter()
+        self.start = self.said = time.perf_counter()
         first = next(iter(todo.values()), None)
         self.what = getattr(getattr(first, "fn", None), "__name__", "runs")
         if todo:
@@ -420,8 +429,12 @@ class _Progress:
         if status == "cached":
             return
         self.computed += 1
-        spent = time.perf_counter() - self.start
+        now = time.perf_counter()
+        spent = now - self.start
         left = max(0, self.to_compute - self.computed)
+        if status != "failed" and left and now - self.said < BATCH_PROGRESS_EVERY_S:
+            return
+        self.said = now
         eta = f", about {_duration(spent / self.computed * left)} left" if left else ""
         what = (f"failed ({result.get('error', '')})" if status == "failed"
                 else f"computed ({_duration(spent)} so far{eta})")
@@ -496,6 +509,9 @@ class Table:
         return iter(self.rows)
 
     def where(self, **equal: Any) -> Table:
+        """The rows whose columns equal the given values (``where(method="DPP2", seed=0)``), as a new
+        table. Raises :class:`~dpnet.errors.ParameterError` for a column no row has (on a non-empty
+        table)."""
         for k in equal:
             if self.rows and all(k not in r for r in self.rows):
                 raise ParameterError("column", k, f"one of {self.columns}")
@@ -503,18 +519,22 @@ class Table:
 
     @property
     def columns(self) -> list[str]:
+        """Every column of the rows, in order of first appearance."""
         cols: list[str] = []
         for r in self.rows:
             cols += [k for k in r if k not in cols]
         return cols
 
     def one(self, **equal: Any) -> dict:
+        """The one row matching ``equal`` (as :meth:`where`); raises :class:`~dpnet.errors.ParameterError`
+        unless exactly one matches."""
         rows = self.where(**equal).rows
         if len(rows) != 1:
             raise ParameterError("rows matching", equal, f"exactly one row (found {len(rows)})")
         return rows[0]
 
     def unique(self, column: str) -> list:
+        """The distinct values of ``column`` in row order (rows without it skipped)."""
         seen: list = []
         for r in self.rows:
             if column in r and r[column] not in seen:

@@ -50,6 +50,10 @@ def required_delta(assumptions: Assumptions, accountant: str) -> float:
 
 @dataclass(frozen=True)
 class Accountant:
+    """A registered accountant: its ``name``, the function
+    ``fn(algorithm, problem, graph, iterations, assumptions, **options) -> PrivacyGuarantee``, a one-line
+    ``description``, the algorithm class it serves (``cls``; None: generic) and whether it gives pure
+    epsilon-DP (``pure``)."""
     name: str
     fn: Callable[..., PrivacyGuarantee]
     description: str
@@ -60,6 +64,8 @@ class Accountant:
 
     @property
     def generic(self) -> bool:
+        """Whether the accountant serves every algorithm that describes its releases (``cls`` is None),
+        rather than one algorithm class and its subclasses."""
         return self.cls is None
 
     @property
@@ -230,6 +236,13 @@ def _mechanisms(algorithm, problem, graph, iterations, assumptions) -> list[tupl
 
 def per_agent(algorithm, problem, graph, iterations, assumptions, epsilon_of, label: str,
                delta: float) -> PrivacyGuarantee:
+    """The guarantee of ``epsilon_of(mechanism)`` for every agent: each group of agents that
+    ``algorithm.mechanism(...)`` describes gets its mechanism's epsilon, the largest is the guarantee's,
+    at ``delta``; ``label`` names the composition in the theorem line, and the mechanisms' adjacency,
+    sources and notes are carried over.
+
+    Raises :class:`~dpnet.errors.ParameterError` when ``iterations`` is None (the releases of a finite
+    horizon are composed) or when the mechanism leaves an agent undescribed."""
     groups = _mechanisms(algorithm, problem, graph, iterations, assumptions)
     n = graph.n if graph is not None else problem.n_agents
     per = np.full(n, np.nan)
@@ -252,6 +265,9 @@ def per_agent(algorithm, problem, graph, iterations, assumptions, epsilon_of, la
 @register_generic("laplace", "basic composition of Laplace releases, sum_t Delta_t / b_t (pure "
                   "epsilon)", pure=True)
 def laplace_accountant(algorithm, problem, graph, iterations, assumptions) -> PrivacyGuarantee:
+    """The generic ``laplace`` accountant: each agent's pure epsilon by basic composition of its Laplace
+    releases, ``sum_t Delta_t / b_t``. Raises :class:`~dpnet.errors.ParameterError` for a Gaussian or
+    subsampled release (``rdp`` and ``pld`` account those)."""
     def epsilon(mech: Mechanism) -> float:
         total = 0.0
         for r in mech.releases:
@@ -427,6 +443,11 @@ def _pure_epsilon(mech: Mechanism) -> float:
 
 def _dp_accounting_accountant(kind: str, label: str) -> Callable[..., PrivacyGuarantee]:
     def accountant(algorithm, problem, graph, iterations, assumptions) -> PrivacyGuarantee:
+        """A generic (epsilon, delta) accountant over dp-accounting (``rdp`` or ``pld``, by the ``kind``
+        it was built for): each agent's epsilon at the assumptions' ``delta`` (required: none is assumed)
+        for the releases its mechanism describes; ``rdp`` by Renyi DP, ``pld`` by pessimistic privacy loss
+        distributions, each never above the Renyi DP bound nor, for Laplace releases without subsampling,
+        their basic composition."""
         # the mechanism's own checks (which gradient bound) come first, then the missing delta
         return per_agent(algorithm, problem, graph, iterations, assumptions,
                          lambda m: _dp_accounting_epsilon(m, required_delta(assumptions, kind),

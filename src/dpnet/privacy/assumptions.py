@@ -76,10 +76,13 @@ class Assumptions:
         return cls(**merged)
 
     def with_(self, **values: Any) -> Assumptions:
+        """A copy with ``values`` replaced (validated again; a value None removes one); an unknown name
+        raises :class:`~dpnet.errors.UnknownNameError` listing the known ones."""
         check_names("assumption", values, ASSUMPTIONS)
         return replace(self, **values)
 
     def as_dict(self) -> dict[str, Any]:
+        """The constants that are given (not None), by name."""
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name)
                 is not None}
 

@@ -246,6 +246,11 @@ def dola_noise_scale(alpha0: float, epsilon: float, lipschitz: float, dim: int,
 def dola_guarantee(name: str, alpha0: float, noise_scale: float, lipschitz: float | None,
                    dim: int, iterations: int | None, variant: str, reference: str,
                    n_agents: int) -> PrivacyGuarantee:
+    """The guarantee of DOLA or DMOD (``name``; the theorem line cites ``reference``) from
+    :func:`dola_epsilon`: the same pure epsilon for each of the ``n_agents`` agents, over any number of
+    iterations for ``variant="published"`` (every iteration eps-DP, parallel composition over the
+    samples), over ``iterations`` for ``"all-data"``. ``lipschitz`` is the l2 gradient bound L (the
+    ``gradient_bound`` assumption); None raises :class:`~dpnet.errors.ParameterError`."""
     if lipschitz is None:
         raise ParameterError("gradient_bound", None, f"the l2 gradient bound L of {name}'s "
                              "sensitivity 2 alpha_t sqrt(n) L must be given")

@@ -270,6 +270,9 @@ def guarantee(graph, alpha: float, beta: float, gamma: float, m: int, C: float |
 
 @dataclass(frozen=True)
 class Condition:
+    """One checked hypothesis: the quantity ``name`` (a formula in the paper's symbols), its ``value``,
+    whether it ``holds``, and the ``source`` that states the requirement (printed as
+    ``name = value: holds (source)``)."""
     name: str
     value: float
     holds: bool

@@ -48,18 +48,24 @@ class PrivacyGuarantee:
 
     @staticmethod
     def none(reason: str = "no privacy mechanism", horizon: int | None = None) -> PrivacyGuarantee:
+        """No guarantee: ``epsilon = inf``, ``delta = 1``, with ``reason`` in the theorem line (printed as
+        "no differential privacy guarantee (reason)")."""
         return PrivacyGuarantee(math.inf, 1.0, (), horizon, reason, ())
 
     @staticmethod
     def from_per_agent(per_agent, **kw) -> PrivacyGuarantee:
+        """A guarantee from each agent's epsilon (any array-like, flattened): ``epsilon`` is the largest
+        (inf for none); the other fields are keyword arguments."""
         per = tuple(np.asarray(per_agent, dtype=np.float64).reshape(-1).tolist())
         return PrivacyGuarantee(max(per) if per else math.inf, per_agent=per, **kw)
 
     @property
     def is_private(self) -> bool:
+        """Whether there is a guarantee: a finite epsilon with delta < 1."""
         return math.isfinite(self.epsilon) and self.delta < 1.0
 
     def as_dict(self) -> dict:
+        """Every field as plain data (tuples as lists), for JSON summaries."""
         d = asdict(self)
         d["per_agent"] = list(self.per_agent)
         d["assumptions"] = list(self.assumptions)

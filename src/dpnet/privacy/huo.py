@@ -215,9 +215,12 @@ class ProofAccount:
 
     @property
     def valid(self) -> bool:
+        """Whether every requirement of Lemmas 4-5 holds for this sigma (no ``failures``)."""
         return not self.failures
 
     def as_dict(self) -> dict:
+        """The proof's quantities by name (sigma, delta0, Delta, the per-step epsilons and delta, S,
+        delta_hat, epsilon, delta) and the ``failures`` as a list; the mechanism is left out."""
         out = {k: getattr(self, k) for k in ("sigma", "delta0", "sensitivity", "eps_step",
                                               "eps_step_amplified", "eps_step_proof_bound",
                                               "delta_step", "S", "delta_hat", "epsilon", "delta")}

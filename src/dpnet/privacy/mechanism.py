@@ -72,6 +72,7 @@ class Releases:
 
     @property
     def norm(self) -> str:
+        """The norm the sensitivity is measured in: ``l1`` for Laplace noise, ``l2`` for Gaussian."""
         return "l1" if self.noise == "laplace" else "l2"
 
     @property
@@ -113,4 +114,5 @@ class Mechanism:
 
     @property
     def noises(self) -> set[str]:
+        """The noise distributions of the releases (``laplace``, ``gaussian``), each once."""
         return {r.noise for r in self.releases}

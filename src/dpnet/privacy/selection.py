@@ -54,6 +54,8 @@ class TruncatedNegativeBinomial:
 
     @property
     def mean(self) -> float:
+        """The expected number of trials ``E[K] = eta (1 - gamma) / (gamma (1 - gamma^eta))`` (eta = 0:
+        ``(1/gamma - 1) / log(1/gamma)``)."""
         e, g = self.eta, self.gamma
         if e == 0:
             return (1 / g - 1) / math.log(1 / g)

@@ -245,6 +245,9 @@ class Problem(Movable, ABC):
         return torch.from_numpy(u).to(self.device)
 
     def describe(self) -> dict:
+        """What a report states about the problem: ``name``, ``n_agents``, ``dim``, the ``convention`` of
+        the global objective and the ``smoothness``; on a copy that holds some agents only, those agents
+        as ranges (``held_agents``). Subclasses add their own entries."""
         out = {"name": self.name, "n_agents": self.n_agents, "dim": self.dim,
                "convention": self.convention, "smoothness": self.smoothness}
         if self.held is not None:
@@ -373,10 +376,14 @@ class ProblemConstants:
             self.supports_clip = True
 
     def local_sizes(self) -> np.ndarray | None:
+        """``(n_agents,)`` int64 records per agent ``m_i`` from ``records_per_agent``, or None when it was
+        not given."""
         return self._sizes
 
     def gradient_bound(self) -> float | None:
+        """The ``gradient_bound`` given to the constructor (None: not given)."""
         return self._M
 
     def optimum(self) -> None:
+        """None: a problem without data has no known minimiser."""
         return None

@@ -187,4 +187,6 @@ class LogisticRegression(LocalRecords, Problem):
         return self._opt
 
     def describe(self):
+        """:meth:`Problem.describe <dpnet.problems.base.Problem.describe>` plus the records per agent
+        (``samples_per_agent``: m, or the list of the ``m_i``) and the regulariser ``reg``."""
         return {**super().describe(), "samples_per_agent": self._sizes_text(), "reg": self.reg}

@@ -83,9 +83,13 @@ class FlatModule:
                          dim=-1)
 
     def logits(self, row: torch.Tensor, xb: torch.Tensor) -> torch.Tensor:
+        """The module's output on the inputs ``xb`` with the parameters of one flat ``row`` (``(P,)``);
+        differentiable in ``row``."""
         return self.logits_of(self.unflatten(row), xb)
 
     def logits_of(self, params: dict[str, torch.Tensor], xb: torch.Tensor) -> torch.Tensor:
+        """The module's output on the inputs ``xb`` with the parameters ``params`` (a dict by parameter
+        name, as :meth:`unflatten` gives) and the module's own buffers (``functional_call``)."""
         return functional_call(self.module, (params, self.buffers), (xb,))
 
     def in_float32(self, fn: Callable) -> Callable:
@@ -447,6 +451,9 @@ class NeuralProblem(LocalRecords, Problem):
         self._keep_sizes(slots)
 
     def describe(self) -> dict:
+        """:meth:`Problem.describe <dpnet.problems.base.Problem.describe>` plus the records per agent
+        (``samples_per_agent``: m, or the list of the ``m_i``), the module's class name (``module``) and
+        its number of ``parameters`` (the dimension d)."""
         return {**super().describe(), "samples_per_agent": self._sizes_text(),
                 "module": type(self.model).__name__, "parameters": self.dim}
 
@@ -467,4 +474,5 @@ class NeuralProblem(LocalRecords, Problem):
 
 
 def flat_size(model: nn.Module) -> int:
+    """Number of parameters of ``model``: the length d of its flat parameter row."""
     return int(sum(p.numel() for p in model.parameters()))

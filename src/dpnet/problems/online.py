@@ -108,12 +108,15 @@ class LogisticSamples(Movable):
         return torch.einsum("nsd,nd->ns", self.A[idx], X) * self.y[idx]
 
     def grad(self, X, idx, w):
+        """``(n, d)``: row i is ``sum_s w[i, s] grad l(X[i], row idx[i, s])`` for ``idx`` and ``w`` of
+        shape ``(n, S)``, the regulariser's gradient weighted by ``sum_s w[i, s]``."""
         Ai, yi = self.A[idx], self.y[idx]
         z = torch.einsum("nsd,nd->ns", Ai, X) * yi
         coef = -w * yi * torch.sigmoid(-z)
         return torch.einsum("ns,nsd->nd", coef, Ai) + self.reg * X * w.sum(1, keepdim=True)
 
     def loss(self, X, idx, w):
+        """``(n,)``: ``sum_s w[i, s] l(X[i], row idx[i, s])``, regulariser included."""
         z = self._z(X, idx)
         return (w * torch.nn.functional.softplus(-z)).sum(1) \
             + 0.5 * self.reg * (X * X).sum(1) * w.sum(1)
@@ -125,6 +128,8 @@ class LogisticSamples(Movable):
         return coef @ self.A + self.reg * X * W.sum(1, keepdim=True)
 
     def loss_dense(self, X: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+        """``(n,)``: ``sum_r W[i, r] l(X[i], row r)`` over all N rows, ``W`` of shape ``(n, N)`` (one
+        matmul pass; the dense twin of :meth:`loss`)."""
         z = (X @ self.A.T) * self.y
         return (W * torch.nn.functional.softplus(-z)).sum(1) \
             + 0.5 * self.reg * (X * X).sum(1) * W.sum(1)
@@ -157,11 +162,14 @@ class LeastSquaresSamples(Movable):
         self.n_data, self.dim = A.shape
 
     def grad(self, X, idx, w):
+        """``(n, d)``: row i is ``sum_s w[i, s] grad l(X[i], row idx[i, s])`` for ``idx`` and ``w`` of
+        shape ``(n, S)``, the regulariser's gradient weighted by ``sum_s w[i, s]``."""
         Ai = self.A[idx]
         r = torch.einsum("nsd,nd->ns", Ai, X) - self.b[idx]
         return torch.einsum("ns,nsd->nd", w * r, Ai) + self.reg * X * w.sum(1, keepdim=True)
 
     def loss(self, X, idx, w):
+        """``(n,)``: ``sum_s w[i, s] l(X[i], row idx[i, s])``, regulariser included."""
         r = torch.einsum("nsd,nd->ns", self.A[idx], X) - self.b[idx]
         return 0.5 * (w * r * r).sum(1) + 0.5 * self.reg * (X * X).sum(1) * w.sum(1)
 
@@ -171,9 +179,14 @@ class LeastSquaresSamples(Movable):
         return torch.einsum("nsd,nse->nde", Ai, Ai), torch.einsum("nsd,ns->nd", Ai, self.b[idx])
 
     def grad_from_statistics(self, X, S_aa, S_ab, count: int) -> torch.Tensor:
+        """``(n, d)``: the gradient of the mean loss over ``count`` acquired samples from their sufficient
+        statistics (:meth:`statistics`, summed), ``(S_aa[i] X[i] - S_ab[i]) / count + reg X[i]``, ``S_aa``
+        of shape ``(n, d, d)`` and ``S_ab`` ``(n, d)``."""
         return (torch.einsum("nde,ne->nd", S_aa, X) - S_ab) / count + self.reg * X
 
     def smoothness(self) -> float:
+        """``lambda_max(A^T A / N) + reg``: a Lipschitz constant of the population gradient over the whole
+        dataset."""
         return float(torch.linalg.eigvalsh(self.A.T @ self.A / self.n_data).max()) + self.reg
 
 
@@ -228,6 +241,8 @@ class NeuralSamples(Movable):
         self._bind()
 
     def unflatten(self, row: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The parameter dict (views, by parameter name) of one flat parameter row, or of every row of a
+        stack (leading axes kept)."""
         return self._flat.unflatten(row)
 
     def _logits(self, row, xb):
@@ -246,6 +261,9 @@ class NeuralSamples(Movable):
             yield self.transform(self.features[ib]), self.labels[ib], wb
 
     def grad(self, X, idx, w):
+        """``(n, d)`` float32: row i is ``sum_s w[i, s]`` times the cross-entropy gradient at ``X[i]`` of
+        sample ``idx[i, s]``, by one ``vmap`` per chunk of ``chunk`` samples (a chunk whose weights are
+        all 0 is skipped)."""
         X = X.to(self.dtype)
         out = torch.zeros_like(X)
         for xb, yb, wb in self._chunks(idx, w):
@@ -253,6 +271,8 @@ class NeuralSamples(Movable):
         return out
 
     def loss(self, X, idx, w):
+        """``(n,)`` float64: ``sum_s w[i, s]`` times the cross-entropy of sample ``idx[i, s]`` under the
+        parameters ``X[i]`` (evaluated without autograd)."""
         X = X.to(self.dtype)
         total = torch.zeros(X.shape[0], dtype=torch.float64, device=X.device)
         with torch.no_grad():
@@ -579,6 +599,9 @@ class OnlineProblem(Problem):
         return self._opt
 
     def describe(self) -> dict[str, Any]:
+        """:meth:`Problem.describe <dpnet.problems.base.Problem.describe>` plus the sample ``model``'s
+        name, ``population_subset``, ``batch``, whether the ``pool`` is shared or per agent, the
+        ``pool_size``, the ``mode`` and the ``window``."""
         model = getattr(self.model, "name", type(self.model).__name__)
         return {**super().describe(), "model": model, "population_subset": self.population_subset,
                 "batch": self.batch, "pool": "shared" if self.shared else "per agent",

@@ -224,6 +224,8 @@ class LocalRecords:
             / torch.from_numpy(self.sizes).double()[:, None])
 
     def local_sizes(self) -> np.ndarray:
+        """``(n,)`` int64: the records each agent holds, ``m_i`` (agent i's records are the first ``m_i``
+        rows of its stacked data)."""
         return self.sizes
 
     def _clean_padding(self, features: torch.Tensor, labels: torch.Tensor):

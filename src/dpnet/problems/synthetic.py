@@ -162,6 +162,8 @@ class NonconvexLogistic(LocalRecords, Problem):
         return self._opt.clone()
 
     def describe(self):
+        """:meth:`Problem.describe <dpnet.problems.base.Problem.describe>` plus the records per agent
+        (``samples``: m, or the list of the ``m_i``) and the regulariser's ``lam`` and ``alpha``."""
         return {**super().describe(), "samples": self._sizes_text(), "lam": self.lam,
                 "alpha": self.alpha}
 

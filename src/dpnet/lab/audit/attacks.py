@@ -172,11 +172,14 @@ class Attack:
 
     @property
     def final_error(self) -> float:
+        """Relative error of the reconstruction at the last iteration."""
         return float(self.errors[-1])
 
 
 @dataclass
 class LabResult:
+    """One scenario of the eavesdropper's lab: its name, a description of the algorithms and the
+    inversions used, and one :class:`Attack` per reconstruction."""
     scenario: str
     description: str
     attacks: list[Attack] = field(default_factory=list)
@@ -312,6 +315,8 @@ def lab(names: Sequence[str] | str = "all", iterations: int = 40, seed: int = 0
 
 
 def lab_table(results: Sequence[LabResult]) -> str:
+    """The lab's results as a Markdown table (lines joined): one row per attack, with its scenario,
+    method, privacy mechanism, what it reconstructs and its median and final relative errors."""
     return "\n".join(report.md_table([
         {"scenario": a.scenario, "method": a.method, "privacy mechanism": a.mechanism,
          "reconstructs": a.target, "median rel. error": f"{a.error:.3g}",

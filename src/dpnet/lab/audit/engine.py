@@ -140,13 +140,17 @@ class LinearSamples:
         self.n_data, self.dim = self.c.shape
 
     def grad(self, X, idx, w):
+        """``(n, d)``: row i is ``sum_s w[i, s] c[idx[i, s]]``, the weighted sum of the drawn rows'
+        constant gradients."""
         return torch.einsum("ns,nsd->nd", w.to(X.dtype), self.c[idx.cpu()].to(X.dtype))
 
     def loss(self, X, idx, w):
+        """``(n,)``: ``sum_s w[i, s] c[idx[i, s]]^T X[i]``."""
         return (w.to(X.dtype) * torch.einsum("nsd,nd->ns", self.c[idx.cpu()].to(X.dtype),
                                              X)).sum(1)
 
     def smoothness(self) -> float:
+        """0: every gradient is constant."""
         return 0.0
 
 
@@ -343,6 +347,7 @@ class BatchProblem(Problem):
 
     @property
     def supports_clip(self) -> bool:
+        """Whether every world's problem has per-sample gradients to clip."""
         return all(getattr(p, "supports_clip", False) for p in self.problems)
 
     @property
@@ -494,6 +499,10 @@ class LaplaceLLR:
 
     @staticmethod
     def fit(fa: np.ndarray, fb: np.ndarray, prune: float = 4.0) -> LaplaceLLR:
+        """The statistic fitted on the selection samples ``fa`` (world A) and ``fb`` (world B), each
+        ``(runs, F)``: per-world medians, the pooled mean absolute deviation as scale, and only the
+        features whose medians differ by more than ``prune`` standard errors (the most separated one when
+        none does)."""
         ma, mb = np.median(fa, axis=0), np.median(fb, axis=0)
         b = 0.5 * (np.abs(fa - ma).mean(axis=0) + np.abs(fb - mb).mean(axis=0))
         tiny = 1e-12 * max(1.0, float(np.abs(np.concatenate([ma, mb])).max(initial=0.0)))
@@ -520,6 +529,9 @@ class Projection:
 
     @staticmethod
     def fit(fa: np.ndarray, fb: np.ndarray) -> Projection:
+        """The statistic fitted on the selection samples ``fa`` (world A) and ``fb`` (world B), each
+        ``(runs, F)``: ``mid`` the midpoint of the two means, ``weight`` their difference over the pooled
+        per-feature variance (0 for a feature without variance)."""
         mu_a, mu_b = fa.mean(axis=0), fb.mean(axis=0)
         var = 0.5 * (fa.var(axis=0) + fb.var(axis=0))
         w = (mu_a - mu_b) / np.maximum(var, 1e-300)
@@ -537,6 +549,9 @@ class Fisher(Projection):
 
     @staticmethod
     def fit(fa: np.ndarray, fb: np.ndarray) -> Fisher:
+        """The discriminant fitted on the selection samples ``fa`` (world A) and ``fb`` (world B), each
+        ``(runs, F)``: ``weight = S^-1 (mean_A - mean_B)`` by least squares, the pooled covariance S with
+        a ridge of ``1e-12 trace(S)``."""
         mu_a, mu_b = fa.mean(axis=0), fb.mean(axis=0)
         S = 0.5 * (np.atleast_2d(np.cov(fa, rowvar=False))
                    + np.atleast_2d(np.cov(fb, rowvar=False)))
@@ -563,6 +578,7 @@ class Event:
     a_over_b: bool
 
     def hits(self, t: np.ndarray) -> int:
+        """Number of the statistic values ``t`` that fall in the event S."""
         return int(np.count_nonzero(t >= self.threshold if self.upper else t <= self.threshold))
 
     def __str__(self) -> str:
@@ -633,6 +649,8 @@ class AuditTarget:
 
     @property
     def available(self) -> bool:
+        """Whether the target can run: it requires no algorithm, or its algorithm (``requires``) is
+        registered."""
         return not self.requires or self.requires in algorithms.available()
 
 
@@ -641,6 +659,9 @@ TARGETS: Registry[AuditTarget] = Registry("audit target", "dpnet.lab.audit")
 
 
 def register_target(target: AuditTarget) -> AuditTarget:
+    """Add ``target`` to :data:`TARGETS` under its name and return it. Raises
+    :class:`~dpnet.errors.ParameterError` if its ``statistic`` is not one of :data:`STATISTICS`, or if
+    another module registered the name."""
     require(target.statistic in STATISTICS, "statistic", target.statistic,
             f"one of {sorted(STATISTICS)}")
     return TARGETS.register(target.name, target,
@@ -648,6 +669,8 @@ def register_target(target: AuditTarget) -> AuditTarget:
 
 
 def get_target(name: str) -> AuditTarget:
+    """The registered target called ``name``. Raises :class:`~dpnet.errors.UnknownNameError` for an
+    unknown name, :class:`~dpnet.errors.ParameterError` when its algorithm is not registered."""
     if name not in TARGETS:
         raise UnknownNameError("audit target", name, TARGETS)
     target = TARGETS[name]
@@ -688,13 +711,18 @@ class AuditResult:
 
     @property
     def tightness(self) -> float:
+        """``epsilon / claimed``, the audited share of the claim (inf where the claim is 0)."""
         return self.epsilon / self.claimed if self.claimed > 0 else math.inf
 
     @property
     def violated(self) -> bool:
+        """Whether the audited lower bound exceeds the claimed epsilon: a bug in the code or the
+        accounting."""
         return self.epsilon > self.claimed
 
     def row(self) -> dict[str, Any]:
+        """The result as one flat row (audited and claimed epsilon, delta, tightness, verdict, noise
+        factor, point estimate, repetitions, confidence) for tables and CSV files."""
         return {"target": self.name, "audited_eps": self.epsilon, "claimed_eps": self.claimed,
                 "delta": self.delta, "tightness": self.tightness, "violated": self.violated,
                 "noise_factor": self.noise_factor, "point_estimate": self.point_estimate,
@@ -845,6 +873,10 @@ def threshold_test(fa: np.ndarray, fb: np.ndarray, confidence: float = 0.95, del
 
 
 def describe_target(target: AuditTarget) -> dict[str, Any]:
+    """What a report states about a target's setting: the algorithm and graph (their reprs), n, d,
+    iterations, the protected agent, the adjacency, the transcript names observed, the statistic, the
+    privacy constants, the claim's horizon, the note and, where one is documented, the known accounting
+    failure. Builds the algorithm, the graph and the inputs to read them."""
     alg, g = target.algorithm(), target.graph()
     a, _ = target.problems()
     return {"algorithm": repr(alg), "graph": repr(g), "n": g.n, "dim": a.dim,

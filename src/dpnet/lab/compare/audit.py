@@ -292,6 +292,11 @@ def _canary(row: dict, dataset: str | None) -> bool:
 
 
 def markdown(audits: Sequence[dict]) -> str:
+    """The audit section of a leaderboard page: how the sampled configurations were audited (the
+    record-pair test and the white-box canary audit, with their resolutions), then one table row per
+    audit: task, algorithm, accountant, method, horizon K_a, runs per world, claimed and audited epsilon,
+    the one-run bound and the GDP estimate where computed, the ratio, the closest point of the privacy
+    profile, the resolution and the status (within claim, VIOLATED, or why it did not run)."""
     lines = ["## Audit of a sample of calibrated configurations", "",
              "Each configuration re-calibrated to its target epsilon over K_a iterations, run on "
              "the relation's worst-case adjacent datasets (agent 0's record 0 with per-record "

@@ -56,6 +56,11 @@ QUICK_TRIALS = 2
 DOADP_CNN_GRID = tuple({"alpha": a, "beta": 0.5} for a in (0.01, 0.03, 0.1, 0.3))
 
 
+def applies_everywhere(task: Any) -> str | None:
+    """An entry's default :attr:`Entry.inapplicable`: no task excludes it (no reason)."""
+    return None
+
+
 @dataclass(frozen=True)
 class Entry:
     """One algorithm on the leaderboard: how to build it at unit noise from a tuning trial and a
@@ -74,7 +79,7 @@ class Entry:
     mapping: str = dataclasses.field(metadata=PROSE)   # not in a run's key
     options: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
     #: task -> why this algorithm does not apply to it (None: it applies)
-    inapplicable: Callable[[Any], str | None] = lambda task: None
+    inapplicable: Callable[[Any], str | None] = applies_everywhere
     #: task name -> the grid on that task where ``grid`` does not suit it (the same count)
     task_grids: dict[str, tuple[dict[str, float], ...]] = dataclasses.field(default_factory=dict)
     #: who the guarantee is against (a row's column)

@@ -153,6 +153,8 @@ class RecordStream(OnlineProblem):
         return self.model.grad(X, rows, self._full(rows.shape, 1.0 / self.batch))
 
     def describe(self):
+        """:meth:`OnlineProblem.describe <dpnet.problems.online.OnlineProblem.describe>` plus the stream's
+        order (one pass, records in order)."""
         return {**super().describe(), "stream": "one pass, records in order"}
 
 
@@ -215,6 +217,8 @@ def kind(task) -> str | None:
 
 
 def reg(task) -> float:
+    """The regulariser ``reg`` of the task's loss: its sample model's on a :class:`RecordStream`, else the
+    problem's own."""
     p = task.problem
     return float(p.model.reg if isinstance(p, RecordStream) else p.reg)
 

@@ -62,6 +62,7 @@ def write_audit(audits: list[dict], out: str | Path, command: str,
 
 
 def epsilons_of(rows: list[dict], task: str) -> list[float]:
+    """The target epsilons of ``task``'s rows, each once, ascending."""
     return sorted({r["target_epsilon"] for r in rows if r["task"] == task})
 
 
@@ -89,6 +90,13 @@ def _budget(rows: list[dict], quick: bool) -> str:
 
 def markdown(rows: list[dict], command: str, quick: bool, dataset: str | None = None,
              refs: dict[str, dict] | None = None) -> str:
+    """The leaderboard page (``leaderboard.md``) of ``rows``: the protocol (the relation, what is private
+    and what is ranked, the tuning, the two epsilons per row), then per task its relation, privacy unit
+    and threat models, its notes, the scale of its utility (the start x0 and the noise-free reference:
+    ``refs[task]``, else :func:`references`), the entries not applicable or refused, and per target
+    epsilon the ranked table and the anchors; last, each entry's mapping of its theorem onto the relation
+    and the private algorithms left out. ``command`` regenerates it (its ``--without-x0`` and
+    ``--charge-tight`` change the wording); ``quick``: a ``--quick`` run's page."""
     lines = ["# Privacy-utility leaderboard", "",
              f"Regenerate: `{command}`" + (f" (quick: short horizons, {QUICK_TRIALS} trials per method)"
                                            if quick else ""), "",

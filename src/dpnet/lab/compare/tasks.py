@@ -37,8 +37,18 @@ RELATION = ("one record of one agent's local dataset replaced by any record with
             "<= R = 1 (rows scaled to unit l2 norm): local-gradient sensitivity Delta = 2R/m")
 
 
+def excludes_nothing(name: str) -> str | None:
+    """A task's default :attr:`Task.exclude`: every entry applies (no reason to leave one out)."""
+    return None
+
+
 @dataclass(frozen=True)
 class TaskSpec:
+    """A leaderboard task as registered (:func:`register`): ``name``, ``title`` and the ranked ``utility``
+    (lower is better), the horizons K of a full and a ``--quick`` run, the ``builder``
+    ``(spec, dataset) -> Task``, ``n_agents``, the default ``dataset``, the neighbouring ``relation``,
+    whether it is a finite sum (else a stream), the ``horizons`` the searches try, whether ``--dataset``
+    names its data, and the ``partition`` of the training records over the agents."""
     name: str
     title: str = dataclasses.field(metadata=PROSE)     # prose fields are not in a run's key
     utility: str = dataclasses.field(metadata=PROSE)   # the ranked metric (lower is better)
@@ -76,6 +86,8 @@ def register(spec: TaskSpec) -> TaskSpec:
 
 
 def task_spec(name: str) -> TaskSpec:
+    """The registered :class:`TaskSpec` called ``name``; raises :class:`~dpnet.errors.UnknownNameError`
+    listing the known tasks."""
     return TASKS[name]
 
 
@@ -96,7 +108,7 @@ class Task:
     x0: np.ndarray
     notes: tuple[str, ...] = ()
     #: entry name -> why that entry does not apply to this task (None: the entry decides)
-    exclude: Callable[[str], str | None] = lambda name: None
+    exclude: Callable[[str], str | None] = excludes_nothing
     #: horizon K -> the noise-free reference {"method", "noise_free", "accuracy"} on the test
     #: split (None: gradient tracking from x0, :func:`dpnet.lab.compare.references`)
     reference: Callable[[int], dict[str, Any]] | None = None
@@ -112,6 +124,8 @@ class Task:
 
     @property
     def equal_sizes(self) -> bool:
+        """Whether every agent holds the same number of records (also True for a problem that declares no
+        local sizes)."""
         sizes = self.problem.local_sizes() if hasattr(self.problem, "local_sizes") else None
         return sizes is None or bool(np.all(sizes == sizes[0]))
 
@@ -141,6 +155,7 @@ def best_noise_free(task: Task, candidates, K: int, problem=None) -> dict[str, A
 
 
 def unit_rows(X: np.ndarray) -> np.ndarray:
+    """``X`` with every row scaled to unit l2 norm (a zero row stays zero)."""
     norms = np.linalg.norm(X, axis=1, keepdims=True)
     return X / np.maximum(norms, 1e-300)
 

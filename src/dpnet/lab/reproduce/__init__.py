@@ -28,6 +28,8 @@ __all__ = ["engine", "prose", "report", "Experiment", "Report", "Claim", "Spec",
 
 @dataclass(frozen=True)
 class Experiment:
+    """A registered experiment (:func:`register`): its ``name``, ``title``, the ``paper`` and figure it
+    reproduces, and the :class:`~.engine.Spec` that runs and checks it."""
     name: str
     title: str
     paper: str
@@ -35,6 +37,10 @@ class Experiment:
 
     def run(self, quick: bool = False, outdir: str | Path | None = None, jobs: int = 1,
             log: Callable[[str], None] | None = None) -> Report:
+        """Run the experiment (``quick``: the short horizons and fewer seeds; ``jobs`` worker processes;
+        cached runs are read back) and return its :class:`Report`, with every claim checked; with
+        ``outdir`` the report's files are written there too (:meth:`Report.write`). ``log`` receives the
+        progress lines."""
         out = Report(self.name, self.title, self.paper, quick=quick)
         evaluate(self.spec, out, quick, jobs=jobs, log=log)
         if outdir is not None:
@@ -68,14 +74,19 @@ def _load() -> None:
 
 
 def available() -> dict[str, Experiment]:
+    """Every registered experiment by name, sorted (this package's modules imported first)."""
     _load()
     return dict(sorted(EXPERIMENTS.items()))
 
 
 def get(name: str) -> Experiment:
+    """The experiment called ``name`` (this package's modules imported first); raises
+    :class:`~dpnet.errors.UnknownNameError` listing the known ones."""
     _load()
     return EXPERIMENTS[name]
 
 
 def reproduce(name: str, quick: bool = False, outdir: str | Path = "reproductions") -> Report:
+    """Run the experiment called ``name`` and write its report to ``outdir``: what
+    ``dpnet reproduce NAME`` does, in one process."""
     return get(name).run(quick=quick, outdir=outdir)

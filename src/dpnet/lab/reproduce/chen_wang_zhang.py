@@ -67,14 +67,20 @@ FIELDS = dict(c_adj=C_ADJ, baseline_sigma=BASELINE_SIGMA, batch=BATCH, oracle_ba
 
 
 def s1(p: float):
+    """Scheme S1 at K = 2000 with the constants of the experiments (``a1..a4 = 80, 0.75, 100, 3e-5``,
+    ``p_alpha, p_beta, p_gamma, p_m = 1, 0.66, 1, 1.9``) and both noise exponents ``p_zeta = p_eta = p``."""
     return scheme_s1(K, 80, 0.75, 100, 3e-5, 1, 0.66, 1, 1.9, p, p)
 
 
 def s2(p: float):
+    """Scheme S2 at K = 2000 with the constants of the experiments
+    (``alpha, beta, gamma = 0.1, 0.01, 0.1``, ``p_m = 1.002``) and both noise bases
+    ``p_zeta = p_eta = p``."""
     return scheme_s2(K, 0.1, 0.01, 0.1, 1.002, p, p)
 
 
 def scheme(method: str, p: float):
+    """``s1(p)`` for ``method == 'S1'``, else ``s2(p)``."""
     return s1(p) if method == "S1" else s2(p)
 
 

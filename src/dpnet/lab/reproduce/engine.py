@@ -33,6 +33,9 @@ from .prose import Prose
 
 
 class Verdict(StrEnum):
+    """One of a claim's four verdicts: reproduced, not reproduced (reported with its diagnosis, never
+    tuned away), not applicable (a reading of the paper its own text rules out) or undecided (the run
+    cannot tell either way)."""
     REPRODUCED = "reproduced"
     NOT_REPRODUCED = "not reproduced"
     NOT_APPLICABLE = "not applicable"      # a reading of the paper its own text rules out
@@ -105,6 +108,7 @@ class Check:
 
     @property
     def claim_id(self) -> str:
+        """The claim's id in reports: ``ID``, or ``ID/CASE`` for one case of a claim checked on several."""
         return f"{self.id}/{self.case}" if self.case else self.id
 
     def resolved(self, prose: Prose, fields: Mapping[str, Any], spec: str) -> Check:

@@ -48,6 +48,8 @@ FIELDS = dict(g_lr=G_LR, delta0=DELTA0, iota=IOTA, sweep_g=list(SWEEP_G), cnn_ep
 
 
 def lr_datasets() -> list[str]:
+    """The datasets of the logistic-regression figures: the paper's ``epsilon`` where it is under the data
+    root, else the stand-ins ``a9a`` and ``w8a``."""
     return ["epsilon"] if source.has(["epsilon"]) else ["a9a", "w8a"]
 
 

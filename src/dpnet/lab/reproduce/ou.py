@@ -34,6 +34,9 @@ FIG3 = {"DPP2": dict(alpha=0.0994, beta=0.05, rho=10.0, u_w=0.994, u_e=1.0),
 
 
 def setting_rows(quick: bool) -> dict:
+    """The settings of the ou-* reports, by key: the problem, the smoothness Mbar of the generated
+    data, the graph (radius, seed, its edge count against the paper's) and P = I - W (its largest and
+    smallest nonzero eigenvalues). ``quick`` is not read: both variants have the same settings."""
     problem, graph = setup()
     ev = np.linalg.eigvalsh(graph.laplacian)
     return SETTINGS(N=N, d=DIM, m=SAMPLES, lam=LAM, omega=OMEGA, M=problem.smoothness,

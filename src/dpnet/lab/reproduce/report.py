@@ -42,6 +42,9 @@ class Claim:
 
 @dataclass
 class Report:
+    """What one experiment reports (:meth:`write`): its name, title and paper, whether it is the quick
+    variant, the settings, the choices made where the paper is silent, notes, the claims with their
+    verdicts, the data rows, small tables and figures."""
     name: str
     title: str
     paper: str
@@ -56,6 +59,7 @@ class Report:
 
     # -- filling ----------------------------------------------------------------------------
     def setting(self, key: str, value: Any) -> None:
+        """Record the setting ``key`` (its value shown in the report's settings list)."""
         self.settings[key] = value
 
     def choice(self, text: str) -> None:
@@ -63,10 +67,14 @@ class Report:
         self.choices.append(text)
 
     def note(self, text: str) -> None:
+        """Add a note (a line of the report's notes)."""
         self.notes.append(text)
 
     def claim(self, text: str, passed: Verdict | bool | None, measured: str,
               id: str = "") -> Claim:
+        """Add a claim: the paper's sentence ``text``, its verdict (``passed``: True, False, None for
+        undecided, or a :class:`Verdict`) and the ``measured`` numbers; ``id`` names it in the prose file.
+        Returns the claim."""
         c = Claim(text, Verdict.of(passed), measured, id=id)
         self.claims.append(c)
         return c
@@ -80,14 +88,20 @@ class Report:
         self.tables.append((caption, rows))
 
     def figure(self, fig, suffix: str = "", caption: str = "") -> None:
+        """Add a matplotlib figure, written as ``NAME.png`` (``NAME-<suffix>.png`` with a ``suffix``) and
+        shown with its ``caption``."""
         self.figures.append((suffix, fig, caption))
 
     # -- output -----------------------------------------------------------------------------
     @property
     def all_passed(self) -> bool:
+        """Whether no claim is not reproduced (undecided and not-applicable claims do not fail it)."""
         return all(c.passed is not False for c in self.claims)
 
     def write(self, outdir: str | Path) -> dict[str, Path]:
+        """Write the report to ``outdir`` (created if missing): ``NAME.csv`` (the data rows, if any), the
+        figures' PNGs, ``NAME.md`` and ``NAME.json`` (:meth:`summary`). Returns the paths by kind
+        (``csv``, ``png``: the first figure, ``md``, ``json``)."""
         out = Path(outdir)
         out.mkdir(parents=True, exist_ok=True)
         paths: dict[str, Path] = {}
@@ -107,6 +121,8 @@ class Report:
         return paths
 
     def summary(self) -> dict[str, Any]:
+        """The report as JSON-able data: name, title, paper, quick, the settings and each claim (id, text,
+        verdict, passed, measured, diagnosis); what :func:`write_index` reads back."""
         return {"name": self.name, "title": self.title, "paper": self.paper, "quick": self.quick,
                 "settings": self.settings,
                 "claims": [{"id": c.id, "text": c.text, "verdict": c.verdict.value, "passed": c.passed,

@@ -62,6 +62,8 @@ def table_i(s: float, q: float, v_scale: float = 1.0) -> dict[str, object]:
 
 
 def graph() -> graphs.Graph:
+    """The experiments' 6-agent graph: the triangles 0-1-2 and 3-4-5 joined by the edges 0-3, 1-4, 2-5,
+    weight 1/3 on every edge (W = A / 3, zero diagonal)."""
     return graphs.from_edges(N, EDGES, weights=1.0 / 3.0)
 
 
