@@ -8,7 +8,7 @@ import torch
 import dpnet
 from dpnet import algorithms, cli, compression, graphs, noise, problems
 from dpnet.algorithms import DGD, DiaDSP, GradientTracking
-from dpnet.errors import NonFiniteError, ParameterError, UnknownNameError
+from dpnet.errors import NonFiniteError, ParameterError, UnknownNameError, positive_int
 from dpnet.lab import config
 from dpnet.lab.compare import entries
 
@@ -196,3 +196,10 @@ def test_an_unknown_names_kind_is_pluralised_in_english():
     assert "known accountants" in str(UnknownNameError("accountant", "x", ["a"]))
     assert "known policies" in str(UnknownNameError("policy", "x", ["a"]))
     assert "known keys" in str(UnknownNameError("key", "x", ["a"]))
+
+
+def test_a_bool_is_not_a_count():
+    """True is an int to Python; as a count (iterations, agents, batch size) it is a mistake."""
+    with pytest.raises(ParameterError, match="iterations=True violates"):
+        positive_int("iterations", True)
+    assert positive_int("iterations", 3.0) == 3

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+import dpnet
 from dpnet import models
 from dpnet.problems.neural import NeuralProblem
 
@@ -37,7 +38,7 @@ def test_seeded_and_norm_choice():
     g = models.resnet18(width=8, norm="group")
     assert any(isinstance(m, torch.nn.GroupNorm) for m in g.modules())
     assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in g.modules())
-    with pytest.raises(ValueError, match="norm"):
+    with pytest.raises(dpnet.UnknownNameError, match="unknown norm 'layer'; known norms: batch"):
         models.ResNet18(norm="layer")
 
 

@@ -125,6 +125,7 @@ def open_interval(name: str, value: Any, lo: float, hi: float) -> float:
 def positive_int(name: str, value: Any) -> int:
     """``value`` as an int >= 1: an int or an integral float (``3.0``), else :class:`ParameterError`
     naming ``name``."""
-    require(isinstance(value, int | float) and float(value).is_integer() and value >= 1,
+    require(isinstance(value, int | float) and not isinstance(value, bool)
+            and float(value).is_integer() and value >= 1,
             name, value, f"{name} must be an integer >= 1")
     return int(value)

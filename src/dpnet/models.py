@@ -24,6 +24,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .errors import UnknownNameError
 from .registry import Registry
 
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
@@ -148,7 +149,7 @@ class ResNet18(nn.Module):
                  norm: str = "batch") -> None:
         super().__init__()
         if norm not in NORMS:
-            raise ValueError(f"norm={norm!r} violates the condition: one of {NORMS}")
+            raise UnknownNameError("norm", str(norm), NORMS)
         self.stem = nn.Sequential(nn.Conv2d(in_channels, width, 3, 1, 1, bias=False),
                                   _norm(norm, width), nn.ReLU())
         blocks, c = [], width

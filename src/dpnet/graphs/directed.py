@@ -123,7 +123,7 @@ class DirectedGraph(Graph):
 
     def row_sums(self, which: str = "R") -> np.ndarray:
         """``sum_{j in N^-_i} M_ij`` for every agent i (the factors of Appendix F)."""
-        require(which in ("R", "C", "W"), "which", which, "'R' or 'C'")
+        require(which in ("R", "C", "W"), "which", which, "'R', 'C' or 'W'")
         return super().row_sums(which)
 
     # -- Assumption 1 -----------------------------------------------------------------------
@@ -189,7 +189,7 @@ class DirectedGraph(Graph):
         return self._cached("v2", lambda: spectral.null_vector(self.sparse("L2"), self.n, "v2"))
 
     def rates(self, alpha: float, beta: float) -> tuple[float, float]:
-        """``(r_L1, r_L2)`` of Lemma 1 at these step sizes (exact for n <= 1024, Arnoldi with
+        """``(r_L1, r_L2)`` of Lemma 1 at these step sizes (exact for n <= 256, Arnoldi with
         relative tolerance :data:`dpnet.graphs.spectral.TOLERANCE` above)."""
         self.require_nonnegative(alpha, beta)
         n, one = self.n, np.ones(self.n)
