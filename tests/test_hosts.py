@@ -100,8 +100,11 @@ def test_an_unplugged_host_is_silence_and_the_others_stop_after_the_timeout(tmp_
         unplugged = time.perf_counter()
         hosts.unplug(2)
         results = job.wait(timeout * 4 + 30, hosts=[0, 1])
-        for rc, log in results:
+        for rc, log in results:              # every survivor stops with a named error ...
             assert rc not in (0, None), log[-3000:]
-            assert re.search(r"dpnet: error: rank \d of 3 stopped at iteration \d+: .*no answer "
-                             rf"within timeout = {timeout} s", log), log[-3000:]
+            assert re.search(r"dpnet: error: rank \d of 3 stopped at iteration \d+: ", log), log
+        # ... and the first to give up says it heard nothing (a peer that gave up second may
+        # instead hear the first one close its sockets, as after a kill)
+        assert any(re.search(rf"no answer within timeout = {timeout} s", log)
+                   for _, log in results), [log[-2000:] for _, log in results]
         assert time.perf_counter() - unplugged < timeout * 4 + 30
