@@ -30,7 +30,10 @@ step() {   # step NAME LIMIT_S COMMAND...: run, log to OUTDIR/NAME.log, keep goi
     return 0
 }
 
-if [ -d .whl ] && ! "$py" -c "import dp_accounting, cryptography" 2>/dev/null; then
+# dpnet's pyproject needs setuptools >= 77 (an SPDX license string): an older one in the image
+# cannot build it without build isolation, so the wheel's copy goes first on the path
+if [ -d .whl ] && ! "$py" -c "import dp_accounting, cryptography, setuptools, sys;
+sys.exit(int(setuptools.__version__.split('.')[0]) < 77)" 2>/dev/null; then
     "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target /tmp/site .whl/*.whl || exit 90
     export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}

@@ -9,5 +9,6 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
     --platform manylinux_2_34_x86_64 \
-    -d .whl dp-accounting==0.6.0 dm-tree==0.1.10 cryptography==50.0.2 cffi pycparser
+    -d .whl dp-accounting==0.6.0 dm-tree==0.1.10 cryptography==50.0.2 cffi pycparser \
+    'setuptools>=77'
 ls -l .whl
