@@ -162,16 +162,42 @@ def test_an_epsilon_delta_account_of_laplace_noise_is_refused_on_the_lattice():
     assert "pure-DP" in secret.privacy.theorem
 
 
-def test_gaussian_noise_in_secret_mode_has_no_lattice_and_no_slack():
-    """DP-SGD's Gaussian releases are drawn as in reproducible mode (docs/deploying.md says what
-    that leaves open): the same guarantee, no lattice note."""
+def test_a_gaussian_lattice_release_lies_on_the_lattice_and_raises_its_noise_to_pay():
+    """round_g(x) + g rint(sigma' z / g) with sigma' = sigma (1 + g sqrt(d) / floor): a lattice
+    point, Gaussian of sd sigma' up to the rounding, and (Delta + g sqrt(d)) / sigma' <=
+    Delta / sigma for every Delta >= floor, which is what keeps the account of sigma."""
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(2, 20_000))
+    sigma, floor = np.array([0.8, 3.0]), 0.5
+    z = rng.normal(size=x.shape)
+    out, bump = lattice.perturb_gaussian(x, sigma, z, floor)
+    g = lattice.lattice(sigma)[:, None]
+    assert np.all(np.mod(out, g) == 0)
+    kappa = g.ravel() * np.sqrt(20_000) / floor
+    assert bump == kappa.max() and bump < 1e-9
+    noise = (out - lattice.round_to(x, g)) / (sigma * (1 + kappa))[:, None]
+    np.testing.assert_allclose(noise, z, atol=1e-11)            # the draws, rounded to g
+    for delta in (floor, 2 * floor, 10.0):
+        assert np.all((delta + g.ravel() * np.sqrt(20_000)) / (sigma * (1 + kappa)) <= delta / sigma)
+
+
+def test_dp_sgd_releases_on_the_lattice_in_secret_mode_with_the_same_account_and_decor_does_not():
+    """DP-SGD's noisy clipped sums (Context.perturb with the clip bound as sensitivity floor):
+    the account is unchanged (the raised noise pays for the rounding) and the guarantee says so;
+    DECOR, whose pairwise parts are not covered by that argument, stays in floating point."""
     rng = np.random.default_rng(3)
     A = rng.standard_normal((4, 12, 5))
     p = LogisticRegression(A, np.sign(A[:, :, 0]), reg=0.05)
     alg = algorithms.DPSGD(0.3, 1.0, clip=1.0, rate=0.5)
     plain = dpnet.run(alg, p, graphs.ring(4), 5, privacy={"delta": 1e-5})
     secret = dpnet.run(alg, p, graphs.ring(4), 5, randomness="secret", privacy={"delta": 1e-5})
-    assert secret.privacy == plain.privacy and plain.privacy.is_private
+    assert plain.privacy.is_private
+    assert (secret.privacy.epsilon, secret.privacy.delta) == (plain.privacy.epsilon, 1e-5)
+    assert any("Gaussian releases rounded to a power-of-two lattice" in n
+               for n in secret.privacy.notes)
+    decor = algorithms.DECOR(0.3, 1.0, 1.0, clip=1.0, rate=0.5)
+    res = dpnet.run(decor, p, graphs.ring(4), 5, randomness="secret", privacy={"delta": 1e-5})
+    assert not any("lattice" in n for n in res.privacy.notes)
 
 
 def _distributed_secret():

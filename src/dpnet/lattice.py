@@ -118,6 +118,28 @@ def discrete_laplace(words: Words, t: np.ndarray) -> np.ndarray:
     return out
 
 
+def perturb_gaussian(x: np.ndarray, sigma: np.ndarray, z: np.ndarray,
+                     sensitivity_floor: float) -> tuple[np.ndarray, float]:
+    """``round_g(x) + g K`` for each row of ``x`` (float64, ``(rows, d)``): ``K = rint(sigma'
+    z / g)``, ``z`` the rows' standard normal draws, ``g = lattice(sigma)``, and ``sigma' = sigma
+    (1 + kappa)`` with ``kappa = g sqrt(d) / sensitivity_floor``; returns the release and the
+    largest ``kappa``.
+
+    The release is ``g rint((round_g(x) + sigma' z) / g)``: the rounding of the Gaussian mechanism
+    applied to ``round_g(x)``, so its output set is the lattice whatever ``x`` (no floating-point
+    support that depends on ``x``), and its privacy is that of the Gaussian mechanism on a value
+    whose sensitivity is at most ``Delta + g sqrt(d)``. If ``sensitivity_floor`` is at most the
+    sensitivity ``Delta`` the account assumes, ``(Delta + g sqrt(d)) / sigma' <= Delta / sigma``:
+    the raised noise pays for the rounding and the account of ``sigma`` holds unchanged. The draws
+    ``z`` are the floating-point Box-Muller normals the account models as Gaussian, as before."""
+    rows, d = x.shape
+    sigma = np.asarray(sigma, dtype=np.float64).reshape(-1)
+    g = lattice(sigma)
+    kappa = g * np.sqrt(d) / float(sensitivity_floor)
+    k = np.rint(z * ((sigma / g) * (1.0 + kappa))[:, None])          # |K| < 2^53: exact
+    return round_to(x, g[:, None]) + k * g[:, None], float(kappa.max(initial=0.0))
+
+
 def perturb(x: np.ndarray, scale: np.ndarray, words: Words) -> tuple[np.ndarray, float]:
     """``round_g(x) + g Z`` for each row of ``x`` (float64, ``(rows, d)``) with row scale
     ``scale`` (``(rows,)``, > 0), and the pure-DP slack ``d sum_rows g / b`` it adds (module

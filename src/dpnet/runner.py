@@ -229,10 +229,17 @@ def _slack_of(snap: dict) -> float:
     return float(slack)
 
 
-def _charge_lattice(guarantee: PrivacyGuarantee, slack: float) -> PrivacyGuarantee:
-    """The guarantee of a run whose Laplace releases were drawn on a lattice
-    (:mod:`dpnet.lattice`): a pure-DP account plus the rounding's ``slack``. An (epsilon, delta)
-    account of continuous Laplace noise does not cover the lattice's noise: no guarantee."""
+def _charge_lattice(guarantee: PrivacyGuarantee, slack: float,
+                    bump: float = 0.0) -> PrivacyGuarantee:
+    """The guarantee of a run whose releases were drawn on a lattice (:mod:`dpnet.lattice`).
+    Laplace ones: a pure-DP account plus the rounding's ``slack``; an (epsilon, delta) account of
+    continuous Laplace noise does not cover them: no guarantee. Gaussian ones raised their noise
+    by a factor of at most ``1 + bump`` to pay for the rounding: the account holds, with a note."""
+    if bump > 0 and guarantee.is_private:
+        guarantee = dataclasses.replace(guarantee, notes=(*guarantee.notes, (
+            f"secret randomness: Gaussian releases rounded to a power-of-two lattice "
+            f"(dpnet.lattice, floating-point safe), their noise raised by a factor of at most "
+            f"1 + {bump:.2g} to pay for the rounding")))
     if slack == 0 or not guarantee.is_private:
         return guarantee
     if guarantee.delta > 0:
@@ -575,7 +582,8 @@ def _run(algorithm, problem, graph, iterations, x0, seed, log_every, record, flo
             raise
         guarantee = PrivacyGuarantee.none(f"no guarantee computed: {err}", K)
     if randomness == "secret":       # every rank's lattice releases (one all-reduce)
-        guarantee = _charge_lattice(guarantee, net.sum_scalar(ctx.lattice_slack))
+        guarantee = _charge_lattice(guarantee, net.sum_scalar(ctx.lattice_slack),
+                                    ctx.lattice_bump)
     privacy_s = time.perf_counter() - privacy_start
     x = _to_cpu_numpy(net.gather(algorithm.iterate(state)))
     timing = {"setup": setup_s, "steps": wall - tracker.seconds, "metrics": tracker.seconds,

@@ -35,7 +35,7 @@ from .. import lattice
 from ..errors import ParameterError, UnknownNameError, require
 from ..graphs import Graph
 from ..network import Network
-from ..noise import Laplace, Noise
+from ..noise import Gaussian, Laplace, Noise
 from ..privacy import accountants
 from ..privacy.assumptions import Assumptions
 from ..privacy.calibration import calibrate
@@ -56,6 +56,8 @@ class Context:
     rng: Streams
     #: pure-DP slack of this process's lattice releases so far (:meth:`perturb`, secret mode)
     lattice_slack: float = 0.0
+    #: the largest factor - 1 by which a Gaussian lattice release raised its noise (secret mode)
+    lattice_bump: float = 0.0
 
     @property
     def n(self) -> int:
@@ -84,22 +86,34 @@ class Context:
         return noise.sample(self.rng, purpose, k, self.agents, self.n, self.dim, self.net.dtype,
                             device=self.net.device)
 
-    def perturb(self, value: torch.Tensor, noise: Noise, purpose: str, k: int) -> torch.Tensor:
+    def perturb(self, value: torch.Tensor, noise: Noise, purpose: str, k: int,
+                sensitivity_floor: float | None = None) -> torch.Tensor:
         """``value + noise`` for the local agents' rows: the release of a noisy value.
 
         With reproducible randomness this is ``value + self.noise(noise, purpose, k)``. With
-        secret randomness, Laplace noise is drawn floating-point safely (:mod:`dpnet.lattice`):
-        the value is rounded to a power-of-two lattice below the noise scale and an exact
-        discrete Laplace is added on it, and the rounding's pure-DP slack is added to
-        :attr:`lattice_slack` (the runner charges it to the guarantee). Gaussian noise is drawn as
-        in reproducible mode (``docs/deploying.md`` says what that leaves open)."""
-        if self.rng.kind != "secret" or type(noise) is not Laplace or noise.is_zero:
+        secret randomness the release lies on a power-of-two lattice below the noise scale
+        (:mod:`dpnet.lattice`), so that its floating-point output does not depend on the value's
+        low bits: Laplace noise as an exact discrete Laplace, the rounding's pure-DP slack added
+        to :attr:`lattice_slack` (the runner charges it to the guarantee); Gaussian noise, when
+        the caller gives ``sensitivity_floor`` (a lower bound on the sensitivity its account
+        assumes), as a Gaussian rounded to the lattice with the noise raised to pay for the
+        rounding (:attr:`lattice_bump`); other Gaussian releases as in reproducible mode
+        (``docs/deploying.md``)."""
+        lattice_law = type(noise) is Laplace or (type(noise) is Gaussian
+                                                 and sensitivity_floor is not None)
+        if self.rng.kind != "secret" or not lattice_law or noise.is_zero:
             return value + self.noise(noise, purpose, k)
         scale = noise.scale_at(k, self.n)[self.agents]
         noisy = scale > 0                     # a row without noise is released as it is
         rows = value.detach().to("cpu", torch.float64).numpy().copy()
-        rows[noisy], slack = lattice.perturb(rows[noisy], scale[noisy], self.rng.words())
-        self.lattice_slack += slack
+        if type(noise) is Laplace:
+            rows[noisy], slack = lattice.perturb(rows[noisy], scale[noisy], self.rng.words())
+            self.lattice_slack += slack
+        else:
+            z = self.rng.gaussian(purpose, k, self.agents[noisy], rows.shape[1])
+            rows[noisy], bump = lattice.perturb_gaussian(rows[noisy], scale[noisy], z,
+                                                         sensitivity_floor)
+            self.lattice_bump = max(self.lattice_bump, bump)
         return torch.from_numpy(rows).to(value.device, value.dtype)
 
 

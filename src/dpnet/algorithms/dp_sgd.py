@@ -118,11 +118,16 @@ class DPSGD(Algorithm):
         """``xi_{i,k}`` of (1), every local agent's row."""
         return ctx.noise(self._noise, "noise", k)
 
+    def release(self, ctx: Context, total: torch.Tensor, k: int) -> torch.Tensor:
+        """The noisy clipped sum of (1), ``total + xi_{i,k}`` (:meth:`Context.perturb`: on a
+        lattice in secret mode; every account's sensitivity is at least the clip bound C)."""
+        return ctx.perturb(total, self._noise, "noise", k, sensitivity_floor=self.clip.bound)
+
     def step(self, ctx: Context, state: State, k: int) -> State:
         x = state["x"]
         idx, weights, b = self._batch(ctx, k)
         total = clipped_grad_sum(ctx.problem, x, idx, weights, self.clip, ctx.agents)
-        noisy = (total.to(x.dtype) + self.step_noise(ctx, k).to(x.dtype)) / b              # (1)
+        noisy = self.release(ctx, total.to(x.dtype), k) / b                                 # (1)
         half = x - self.lr * noisy                                                           # (2)
         x_next = ctx.net.mix(ctx.net.exchange(half, "x"))                                    # (3)
         if not self.ema_decay:
