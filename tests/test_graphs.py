@@ -6,6 +6,7 @@ import pytest
 
 from dpnet import graphs
 from dpnet.errors import ParameterError, UnknownNameError
+from dpnet.graphs.base import BUILTIN_MATRICES
 
 
 def _ring_adjacency(n):
@@ -323,3 +324,15 @@ def test_watts_strogatz_lattice_rewiring_and_networkx_law():
     with pytest.raises(ParameterError, match="even number"):
         graphs.watts_strogatz(10, k=3)
     assert graphs.from_spec({"name": "watts_strogatz", "n": 10, "k": 4, "p": 0.2}).n == 10
+
+
+def test_add_matrix_refuses_a_built_in_name_and_every_built_in_name_is_served():
+    """A matrix added as "W" would be served by sparse("W") while the weights, the support and
+    every cached spectral quantity stayed the old ones: refused, naming the built-in names."""
+    g = graphs.ring(5)
+    for name in BUILTIN_MATRICES:
+        assert g.sparse(name).shape == (5, 5)
+        with pytest.raises(ParameterError, match=f"name='{name}' violates"):
+            g.add_matrix(name, g.sparse("W"))
+    g.add_matrix("P", g.sparse("W"))                 # any other name is fine
+    assert (g.sparse("P") != g.sparse("W")).nnz == 0

@@ -66,6 +66,10 @@ def _readonly(A: np.ndarray) -> np.ndarray:
     return A
 
 
+#: the matrices every graph serves by name (:meth:`Graph.sparse`); :meth:`Graph.add_matrix` refuses
+#: these names
+BUILTIN_MATRICES = ("W", "L", "laplacian", "laplacian_like", "unweighted_laplacian", "I", "A")
+
 class Graph:
     """A graph on agents ``0..n-1`` with a sparse weight matrix (and optional extra matrices).
 
@@ -125,6 +129,9 @@ class Graph:
         :meth:`matrix` and the network's ``exchange(..., matrix=name)``/``mix``: its off-diagonal nonzeros
         must lie on the graph's edges (raises :class:`~dpnet.errors.ParameterError` otherwise). Replaces a
         matrix registered under the same name; returns the graph, so calls chain."""
+        # a built-in name would be served from matrices while weights, support and caches stay
+        require(name not in BUILTIN_MATRICES, "name", name,
+                f"a name that is not a built-in matrix ({', '.join(BUILTIN_MATRICES)})")
         S = as_sparse(M, f"matrices[{name!r}]")
         require(S.shape == (self.n, self.n), f"matrices[{name!r}]", S.shape,
                 f"shape ({self.n}, {self.n})")
