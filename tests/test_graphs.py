@@ -336,3 +336,9 @@ def test_add_matrix_refuses_a_built_in_name_and_every_built_in_name_is_served():
             g.add_matrix(name, g.sparse("W"))
     g.add_matrix("P", g.sparse("W"))                 # any other name is fine
     assert (g.sparse("P") != g.sparse("W")).nnz == 0
+
+
+def test_a_graph_without_a_nonzero_laplacian_eigenvalue_says_so():
+    with pytest.raises(ParameterError, match="a Laplacian eigenvalue above tol"):
+        graphs.complete(1).smallest_nonzero_laplacian_eigenvalue()
+    assert graphs.ring(6).smallest_nonzero_laplacian_eigenvalue() > 0

@@ -325,6 +325,8 @@ class Graph:
         which requires a connected graph (:meth:`require_connected`) and does not read ``tol``."""
         if self.n <= spectral.DENSE_SPECTRAL_MAX or not self.is_symmetric():
             ev = self.laplacian_eigenvalues()
+            require(bool(np.any(ev > tol)), "graph", self.name, f"a Laplacian eigenvalue above "
+                    f"tol = {tol:g} (every one is 0 to tol: one agent, or no weighted edge)")
             return float(np.min(ev[ev > tol]))
         self.require_connected()
         return self._cached("algebraic_connectivity",
