@@ -170,3 +170,14 @@ def test_charging_every_agent_in_order_equals_charging_each_id():
     assert fast.per_name == slow.per_name and fast.total == slow.total
     assert np.array_equal(fast.per_iteration(), slow.per_iteration())
     assert all(np.array_equal(fast._detail[k], slow._detail[k]) for k in range(4))
+
+
+def test_ledgers_of_other_agents_or_detail_do_not_merge():
+    a, b = BitLedger(4), BitLedger(4)
+    b.charge(0, "x", np.arange(4), np.full(4, 64))
+    a.merge(b)
+    assert a.total == b.total == 4 * 64
+    with pytest.raises(ParameterError, match="ledger=.*same agents and detail"):
+        a.merge(BitLedger(5))
+    with pytest.raises(ParameterError, match="detailed=True"):
+        a.merge(BitLedger(4, detailed=True))

@@ -165,7 +165,10 @@ class BitLedger:
     def merge(self, other: BitLedger) -> None:
         """Add ``other``'s counts (per agent, per message name, per iteration and, where ``other`` kept
         them, per agent and iteration) into this ledger, in place: how the distributed backend sums its
-        ranks' ledgers."""
+        ranks' ledgers. Both must count the same agents and keep the same detail."""
+        require(other.n == self.n and other.detailed == self.detailed, "ledger",
+                f"n={other.n}, detailed={other.detailed}",
+                f"a ledger of the same agents and detail (n={self.n}, detailed={self.detailed})")
         self.per_agent += other.per_agent
         for k, v in other.per_name.items():
             self.per_name[k] = self.per_name.get(k, 0) + v
