@@ -232,7 +232,7 @@ for _name, _cls in (("identity", Identity), ("topk", TopK), ("randk", RandK),
     REGISTRY.register(_name, _cls)
 
 
-def from_spec(spec: dict | str | None) -> Compressor:
+def from_spec(spec: Compressor | dict | str | None) -> Compressor:
     """``"topk"`` / ``{"name": "topk", "k": 2}`` -> compressor."""
     if spec is None:
         return Identity()

@@ -48,6 +48,7 @@ import urllib.request
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -213,7 +214,7 @@ class Dataset:
 
     name: str
     split: str
-    X: object
+    X: Any
     y: np.ndarray
     source: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()

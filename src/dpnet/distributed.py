@@ -48,7 +48,7 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -354,7 +354,9 @@ class DistributedNetwork(Network):
         collective (results only): each state tensor whose leading dimension is its rank's
         ``n_local`` or ``n_halo`` on every rank is per-agent and gathered to all agents' rows."""
         entries = None if self.transcript is None else [  # NumPy pickles much faster
-            TranscriptEntry(e.iteration, e.name, e.senders, e.messages.numpy())
+            # NumPy on the wire; _merge_transcripts turns it back into a tensor
+            TranscriptEntry(e.iteration, e.name, e.senders,
+                            e.messages.numpy())  # type: ignore[arg-type]
             for e in self.transcript.entries]
         mine = {"ledger": self.ledger, "entries": entries, "state": res.state,
                 "wall": res.wall_time, "rows": (self.n_local, self.n_halo)}
@@ -507,7 +509,7 @@ def run(algorithm, problem, graph: Graph, iterations: int, *, split: Sequence[in
     net = DistributedNetwork(graph, record=record, float_bits=float_bits, rng=rng,
                              split=split, timeout=timeout, device=device)
     if randomness == "secret" and algorithm.pairwise_secrets:
-        rng.set_pair_keys(net.agree_pair_keys())
+        cast(SecretStreams, rng).set_pair_keys(net.agree_pair_keys())    # randomness 'secret'
     store = None
     if checkpoint_dir is not None:
         store = RankCheckpoints(checkpoint_dir, net.rank, net.world_size, net.offsets,
@@ -517,6 +519,7 @@ def run(algorithm, problem, graph: Graph, iterations: int, *, split: Sequence[in
     snapshot = None
     if resume:
         require(store is not None, "resume", resume, "a checkpoint_dir to resume from")
+        assert store is not None                        # the require above raised otherwise
         k = net.latest_common(store)
         others = store.other_layouts()
         if k is None and others:  # never restart from scratch next to another layout's run

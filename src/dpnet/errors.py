@@ -31,7 +31,7 @@ def _pickles(value: Any) -> bool:
     return True
 
 
-def _rebuilt(cls: type, args: tuple, state: dict) -> DPNetError:
+def _rebuilt(cls: type[DPNetError], args: tuple, state: dict) -> DPNetError:
     err = cls.__new__(cls)
     Exception.__init__(err, *args)
     err.__dict__.update(state)

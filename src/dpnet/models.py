@@ -21,6 +21,9 @@ mean/std of the original training set).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 import torch
 from torch import nn
 
@@ -64,7 +67,10 @@ class CifarCNN(nn.Module):
         return self.classifier(self.features(x).flatten(1))
 
 
-def _seeded(factory, seed: int) -> nn.Module:
+_M = TypeVar("_M", bound=nn.Module)
+
+
+def _seeded(factory: Callable[[], _M], seed: int) -> _M:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return factory()

@@ -22,8 +22,9 @@ halo order is the identity; :mod:`dpnet.distributed` implements the same contrac
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -31,7 +32,7 @@ import torch
 
 from .compression import Compressor, Identity
 from .errors import ParameterError, require
-from .graphs import Graph
+from .graphs import Graph, GraphSchedule
 from .graphs.base import laplacian_of
 from .rng import Streams
 
@@ -122,7 +123,7 @@ class BitLedger:
         in order. That case is one vector add: ``np.add.at`` (which allows repeated ids) took
         0.2 s per message at 10^7 agents, more than a GPU's whole step."""
         bits = np.asarray(bits, dtype=np.int64)
-        add = np.add.at if isinstance(agents, np.ndarray) else _add_slice
+        add: Callable[..., None] = np.add.at if isinstance(agents, np.ndarray) else _add_slice
         add(self.per_agent, agents, bits)
         total = int(bits.sum())
         self.per_name[name] = self.per_name.get(name, 0) + total
@@ -170,8 +171,8 @@ class BitLedger:
                 f"n={other.n}, detailed={other.detailed}",
                 f"a ledger of the same agents and detail (n={self.n}, detailed={self.detailed})")
         self.per_agent += other.per_agent
-        for k, v in other.per_name.items():
-            self.per_name[k] = self.per_name.get(k, 0) + v
+        for name, v in other.per_name.items():
+            self.per_name[name] = self.per_name.get(name, 0) + v
         for k, v in other._iter.items():
             self._iter[k] = self._iter.get(k, 0) + v
         for k, row in other._detail.items():
@@ -229,14 +230,15 @@ class Network:
 
     backend = "simulated"
 
-    def __init__(self, graph: Graph, record: bool = False, float_bits: int = 64,
+    def __init__(self, graph: Graph | GraphSchedule, record: bool = False, float_bits: int = 64,
                  rng: Streams | None = None, dtype: torch.dtype = torch.float64,
                  device: torch.device | str = "cpu") -> None:
         require(float_bits in (16, 32, 64), "float_bits", float_bits, "one of 16, 32, 64")
         self.device = torch.device(device)
         # a time-varying graph: the round's graph is set by set_iteration
-        self.schedule = graph if getattr(graph, "time_varying", False) else None
-        self.graph = graph.at(0) if self.schedule is not None else graph
+        self.schedule: GraphSchedule | None = (cast(GraphSchedule, graph)
+                                               if getattr(graph, "time_varying", False) else None)
+        self.graph: Graph = self.schedule.at(0) if self.schedule is not None else cast(Graph, graph)
         self.n = graph.n
         self.float_bits = float_bits
         self.rng = rng if rng is not None else Streams(0)

@@ -117,6 +117,7 @@ class Partition:
                "records": int(sizes.sum()), "sizes": sizes.tolist(),
                "min_size": int(sizes.min()), "max_size": int(sizes.max())}
         if self.label_counts is not None:
+            assert self.classes is not None             # Partition.of sets both or neither
             out["classes"] = self.classes.tolist()
             out["label_counts"] = self.label_counts.tolist()
             out["classes_per_agent"] = (self.label_counts > 0).sum(axis=1).tolist()
@@ -206,6 +207,7 @@ def even(records, n_agents: int, *, seed: int = 0, shuffle: bool = True) -> Part
 def by_label(records, n_agents: int, *, seed: int = 0, shards_per_agent: int = 2) -> Partition:
     """Label shards (McMahan et al. 2017): shards_per_agent shards of one label each."""
     _, labels = _count_and_labels(records, True, "label")
+    assert labels is not None                           # needs_labels: raised otherwise
     return Partition.of(split_by_label(labels, n_agents, shards_per_agent, seed), "label",
                         {"shards_per_agent": shards_per_agent}, labels)
 
@@ -221,6 +223,7 @@ def iid(records, n_agents: int, *, seed: int = 0) -> Partition:
 def shards(records, n_agents: int, *, seed: int = 0, shards_per_agent: int = 2) -> Partition:
     """Label shards after a stable label sort (flwr-datasets ShardPartitioner)."""
     _, labels = _count_and_labels(records, True, "shards")
+    assert labels is not None                           # needs_labels: raised otherwise
     n = _check_agents(n_agents, labels.size)
     s = positive_int("shards_per_agent", shards_per_agent)
     size = labels.size // (n * s)
@@ -239,6 +242,7 @@ def dirichlet(records, n_agents: int, *, seed: int = 0, alpha: float = 0.5, min_
               self_balancing: bool = True) -> Partition:
     """Label skew: each class cut by Dir(alpha) proportions (flwr DirichletPartitioner)."""
     _, labels = _count_and_labels(records, True, "dirichlet")
+    assert labels is not None                           # needs_labels: raised otherwise
     N = labels.size
     n = _check_agents(n_agents, N)
     alpha = positive("alpha", alpha)

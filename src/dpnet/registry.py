@@ -145,6 +145,8 @@ def import_extensions(paths) -> None:
                                      f"imported module {path.stem!r} (rename the file)")
             if known is None:
                 spec = importlib.util.spec_from_file_location(path.stem, path.resolve())
+                # a .py path always gets a spec with a source loader
+                assert spec is not None and spec.loader is not None
                 module = importlib.util.module_from_spec(spec)
                 sys.modules[path.stem] = module
                 spec.loader.exec_module(module)

@@ -455,8 +455,8 @@ def _gaussian_numba(keys: np.ndarray, width: int, scale: np.ndarray) -> np.ndarr
 
 
 def _signed(c: np.uint64) -> int:
-    c = int(c)
-    return c - (1 << 64) if c >= 1 << 63 else c
+    v = int(c)
+    return v - (1 << 64) if v >= 1 << 63 else v
 
 
 _GOLDEN_T, _M1_T, _M2_T = _signed(GOLDEN), _signed(_M1), _signed(_M2)
@@ -646,7 +646,7 @@ def _check(agents, width) -> tuple[np.ndarray, int]:
     agents = np.asarray(agents, dtype=np.int64)
     if agents.ndim != 1:  # the value is listed only on failure: tolist() is O(n) every draw
         require(False, "agents", agents.tolist(), "must be a 1-d sequence of agent ids")
-    require(isinstance(width, int | np.integer) and width >= 0, "width", width,
+    require(bool(isinstance(width, int | np.integer) and width >= 0), "width", width,
             "must be an integer >= 0")
     return agents, int(width)
 

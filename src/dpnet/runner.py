@@ -49,7 +49,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -191,7 +191,7 @@ def _check_finite(state: State, k: int) -> None:
             raise NonFiniteError(k, name, f"first bad row {bad}")
 
 
-def fingerprint(problem: Problem, graph: Graph) -> str:
+def fingerprint(problem: Problem, graph: Graph | GraphSchedule) -> str:
     """SHA-256 of what a run computes on: the problem's type, public data (tensors, arrays,
     numbers, strings; underscored attributes are caches derived from them) and the graph's name
     and weights. A checkpoint carries it, so a resume on another problem or graph is refused."""
@@ -208,7 +208,8 @@ def fingerprint(problem: Problem, graph: Graph) -> str:
             h.update(f"{name}={value!r}".encode())
     h.update(f"graph {graph.name} {graph.n}".encode())
     # a schedule by its name (its seed and parameters are in it) and its first rounds' weights
-    rounds = [graph.at(k) for k in range(3)] if getattr(graph, "time_varying", False) else [graph]
+    rounds = ([cast(GraphSchedule, graph).at(k) for k in range(3)]
+              if getattr(graph, "time_varying", False) else [cast(Graph, graph)])
     for g in rounds:
         W = g.sparse("W").tocsr()
         for part in (W.indptr, W.indices, W.data):
@@ -425,7 +426,7 @@ def run(algorithm: Algorithm, problem: Problem, graph: Graph, iterations: int,
         network: Network | None = None,
         metrics: dict[str, Callable[[State, int], float]] | None = None,
         callback: Callable[[int, State], None] | None = None,
-        checkpoint: Callable[[dict], None] | None = None, checkpoint_every: int = 0,
+        checkpoint: Callable[[dict], object] | None = None, checkpoint_every: int = 0,
         resume: dict | None = None, device: torch.device | str | None = None,
         threads: int | None = None, randomness: str = "reproducible") -> Result:
     """Run ``algorithm`` for ``iterations`` steps on ``problem`` over ``graph``.

@@ -28,7 +28,8 @@ def from_spec(spec: dict) -> Algorithm:
     "noise_x": {"kind": "laplace", "scale": 1, "decay": 0.9}, "compressor": {...}}``."""
     spec = dict(spec)
     cls = get(str(spec.pop("name", "")))
-    kwargs, noises = {}, noise_parameters(cls)
+    kwargs: dict[str, object] = {}
+    noises = noise_parameters(cls)
     for key, value in spec.items():
         if key in noises:
             kwargs[key] = noise.from_spec(value)

@@ -26,7 +26,7 @@ import math
 import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self, cast
 
 import numpy as np
 import torch
@@ -43,6 +43,9 @@ from ..privacy.guarantee import PrivacyGuarantee
 from ..problems.base import Problem
 from ..registry import Registry, resolve
 from ..rng import Streams
+
+if TYPE_CHECKING:
+    from ..secret_rng import SecretStreams
 
 State = dict[str, torch.Tensor]
 
@@ -107,9 +110,11 @@ class Context:
         noisy = scale > 0                     # a row without noise is released as it is
         rows = value.detach().to("cpu", torch.float64).numpy().copy()
         if type(noise) is Laplace:
-            rows[noisy], slack = lattice.perturb(rows[noisy], scale[noisy], self.rng.words())
+            secret = cast("SecretStreams", self.rng)     # kind "secret" above
+            rows[noisy], slack = lattice.perturb(rows[noisy], scale[noisy], secret.words())
             self.lattice_slack += slack
         else:
+            assert sensitivity_floor is not None        # lattice_law: Gaussian only with a floor
             z = self.rng.gaussian(purpose, k, self.agents[noisy], rows.shape[1])
             rows[noisy], bump = lattice.perturb_gaussian(rows[noisy], scale[noisy], z,
                                                          sensitivity_floor)
@@ -145,7 +150,7 @@ class Algorithm(ABC):
             if type(self).__init__ is checked:      # the outermost constructor checks once
                 self._check_noise_arguments(init)
 
-        cls.__init__ = checked
+        cls.__init__ = checked  # type: ignore[method-assign]  # the constructor is wrapped on purpose
 
     def _check_noise_arguments(self, init) -> None:
         """A constructor parameter annotated as a Noise holds one after construction."""
@@ -214,7 +219,7 @@ class Algorithm(ABC):
 
     # -- privacy (one API for every algorithm: dpnet.privacy.accountants) ---------------------
     #: the accountant ``privacy()`` uses when none is named (None: the algorithm is not private)
-    default_accountant: ClassVar[str | None] = None
+    default_accountant: str | None = None
     #: attributes a calibration scales by one common factor (noise objects or numeric scales)
     noise_attributes: ClassVar[tuple[str, ...]] = ()
 
@@ -231,7 +236,7 @@ class Algorithm(ABC):
     def calibrate(self, epsilon: float, problem: Problem, graph: Graph,
                   iterations: int | None = None, over: str | tuple[str, ...] | None = None,
                   accountant: str | None = None, assumptions: Assumptions | dict | None = None,
-                  **constants: Any) -> Algorithm:
+                  **constants: Any) -> Self:
         """A copy whose ``over`` attributes (default :attr:`noise_attributes`) are scaled by the
         smallest common factor whose guarantee, by ``accountant``, is at most ``epsilon``
         (:func:`dpnet.privacy.calibration.calibrate`: never above the target). Give ``delta``
@@ -248,29 +253,27 @@ class Algorithm(ABC):
             raise ParameterError(", ".join(names), "scale 0", "some noise scale > 0 to calibrate "
                                  "(scaling zero noise gives none)")
 
-        def scaled(t: float) -> Algorithm:
-            return self.noise_scaled(t, names)
-
         refused: list[ParameterError] = []
 
         def epsilon_of(t: float) -> float:
             # a theorem whose hypotheses fail at this trial scale (too little noise for
             # epsilon <= 1, say) certifies nothing there: infeasible, search on
             try:
-                return scaled(t).privacy(problem, graph, iterations, assumptions=assumptions,
-                                         accountant=accountant, **constants).epsilon
+                return self.noise_scaled(t, names).privacy(
+                    problem, graph, iterations, assumptions=assumptions, accountant=accountant,
+                    **constants).epsilon
             except ParameterError as err:
                 refused.append(err)
                 return math.inf
 
         try:
-            return scaled(calibrate(epsilon_of, epsilon))
+            return self.noise_scaled(calibrate(epsilon_of, epsilon), names)
         except ParameterError:
             if refused:   # nothing feasible: the accountant's own reason is the informative one
                 raise refused[-1] from None
             raise
 
-    def noise_scaled(self, factor: float, over: tuple[str, ...] | None = None) -> Algorithm:
+    def noise_scaled(self, factor: float, over: tuple[str, ...] | None = None) -> Self:
         """A copy whose ``over`` attributes (default :attr:`noise_attributes`: noise objects or
         plain scales) are multiplied by ``factor``: what :meth:`calibrate` returns."""
         out = copy.copy(self)

@@ -17,6 +17,8 @@ Theorem 3 / Proposition 1 with gamma = 1 and the identity compressor (DiaDSP is 
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from ..errors import positive
 from ..noise import Noise, none
 from ..privacy.xie import xie_mechanism
@@ -54,10 +56,10 @@ class DiaDSP(Algorithm):
         return {"x": x_next, "y": y_next, "g": g_next}
 
     # -- privacy: accountant "xie" (below) and the generic ones over mechanism() -------------
-    default_accountant = "xie"
+    default_accountant: str | None = "xie"
     # released: the state holds clean gradients and trackers: only the noisy messages are covered
     released = ("message", "x")
-    noise_attributes = ("noise_x", "noise_y")
+    noise_attributes: ClassVar[tuple[str, ...]] = ("noise_x", "noise_y")
 
     def mechanism(self, problem, graph, iterations, assumptions):
         """Per k = 0..K: x^a and y^a, Laplace, sensitivities of paper 000's appendix."""

@@ -36,6 +36,8 @@ Streams: ``"sample"`` (batches) and ``"noise"``.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 import torch
 
@@ -43,7 +45,7 @@ from ..errors import ParameterError, positive, positive_int, require
 from ..noise import Gaussian
 from ..privacy import accountants, dp_sgd
 from ..privacy.guarantee import PrivacyGuarantee
-from ..problems.stochastic import clip_argument, clipped_grad_sum, poisson_indices, sample_indices
+from ..problems.stochastic import Clip, clip_argument, clipped_grad_sum, poisson_indices, sample_indices
 from .base import Algorithm, Context, State, register
 
 
@@ -55,6 +57,9 @@ class DPSGD(Algorithm):
     # D-SGD's analysis (Koloskova et al. 2020) allows doubly stochastic W_k; the account is a
     # post-processing of each agent's noisy sums, whatever the graph of each round
     time_varying_graphs = True
+    clip: Clip                      # never None: the constructor requires a bound
+    rate: float | None              # Poisson sampling rate (None with sampling='fixed')
+    batch_size: int | None          # fixed batch size (None with sampling='poisson')
 
     def __init__(self, lr: float, noise_multiplier: float, clip: float = 1.0,
                  sampling: str = "poisson", rate: float | None = None,
@@ -65,13 +70,16 @@ class DPSGD(Algorithm):
         self.ema_decay = float(ema_decay)
         require(noise_multiplier >= 0, "noise_multiplier", noise_multiplier, "z >= 0")
         self.noise_multiplier = float(noise_multiplier)
-        self.clip = clip_argument(clip, None)
-        require(self.clip is not None, "clip", clip, "an l2 bound C > 0")
+        clip_bound = clip_argument(clip, None)
+        require(clip_bound is not None, "clip", clip, "an l2 bound C > 0")
+        assert clip_bound is not None                   # the require above raised otherwise
+        self.clip = clip_bound
         require(sampling in dp_sgd.SAMPLERS, "sampling", sampling, f"one of {dp_sgd.SAMPLERS}")
         self.sampling = sampling
         if sampling == "poisson":
             require(rate is not None and 0 < rate <= 1 and batch_size is None, "rate", rate,
                     "0 < rate <= 1 with sampling='poisson' (and no batch_size)")
+            assert rate is not None                     # the require above raised otherwise
             self.rate, self.batch_size = float(rate), None
         else:
             require(rate is None, "rate", rate, "None with sampling='fixed' (give batch_size)")
@@ -82,6 +90,7 @@ class DPSGD(Algorithm):
         if self.rate is not None:
             sizes = problem.local_sizes()
             return None if sizes is None else self.rate * float(sizes.mean())
+        assert self.batch_size is not None              # sampling 'fixed' sets it
         return float(self.batch_size)
 
     def check_graph(self, graph) -> None:
@@ -100,17 +109,20 @@ class DPSGD(Algorithm):
     def init(self, ctx: Context, x0) -> State:
         return {"x": x0, "x_ema": x0.clone()} if self.ema_decay else {"x": x0}
 
-    def _batch(self, ctx: Context, k: int) -> tuple[torch.Tensor, torch.Tensor, float]:
+    def _batch(self, ctx: Context, k: int) -> tuple[torch.Tensor, torch.Tensor, float | torch.Tensor]:
         """``(idx, weights, b)``: the step's records, their weights (1 or 0 for padding) and
         the public normaliser b of (1)."""
         device = ctx.net.device
-        m = ctx.problem.local_sizes()[ctx.agents]
+        sizes = ctx.problem.local_sizes()
+        assert sizes is not None                        # check_problem requires local records
+        m = sizes[ctx.agents]
         if self.sampling == "poisson":
             idx, included = poisson_indices(ctx.rng, k, ctx.agents, m, self.rate, "sample",
                                             device)
             b = self.rate * m[0] if bool(np.all(m == m[0])) else torch.as_tensor(
                 self.rate * m[:, None], dtype=ctx.net.dtype, device=device)
             return idx, included.to(ctx.net.dtype), b
+        assert self.batch_size is not None              # sampling 'fixed' sets it
         idx = sample_indices(ctx.rng, k, ctx.agents, m, self.batch_size, "sample", device)
         return idx, torch.ones(idx.shape, dtype=ctx.net.dtype, device=device), self.batch_size
 
@@ -138,20 +150,21 @@ class DPSGD(Algorithm):
     # -- privacy: accountants "pld" (default) and "rdp" ---------------------------------------
     default_accountant = "pld"
     @property
-    def released(self) -> tuple[str, str]:
+    def released(self) -> tuple[str, str]:  # type: ignore[override]  # property over a class attribute
         """The published model: ``("state", "x_ema")``, the moving average (4), when ``ema_decay`` is set,
         else ``("state", "x")``; both are post-processing of the broadcast half-steps."""
         # gossip averages of the broadcast half-steps, a function of the messages, or their
         # moving average (4)
         return ("state", "x_ema") if self.ema_decay else ("state", "x")
 
-    noise_attributes = ("noise_multiplier", "_noise")
+    noise_attributes: ClassVar[tuple[str, ...]] = ("noise_multiplier", "_noise")
 
     def sampling_rate(self, problem) -> np.ndarray:
         """``(n,)`` each agent's sampling rate: ``rate``, or ``batch_size / m_i``."""
         sizes = problem.local_sizes()
         if self.sampling == "poisson":
             return np.full(sizes.shape, self.rate)
+        assert self.batch_size is not None              # sampling 'fixed' sets it
         require(self.batch_size <= int(sizes.min()), "batch_size", self.batch_size,
                 f"batch_size <= the smallest local size m_i = {int(sizes.min())}")
         return self.batch_size / sizes

@@ -129,6 +129,7 @@ class DPDDA(BoxConstrained, Algorithm):
             self.clip.bound if self.clip is not None else None)
         require(G is not None, "clip", None, "an l2 clipping bound G (or gradient_bound) for "
                 "DP-DDA's accounting")
+        assert G is not None                            # the require above raised otherwise
         q = equal_local_size(problem, "DP-DDA's account (paper 001's q)")
         d = problem.dim
         return huo.DOADPStep(G=float(G), k=d, d=d, p=self.p, q=int(q), T=int(iterations),

@@ -52,7 +52,7 @@ class DPP2(Algorithm):
     private = True
 
     def __init__(self, alpha: float, beta: float, rho: float,
-                 eta: float | str | Sequence[float] = "random", noise_w: NoiseArg = None,
+                 eta: float | str | Sequence[float] | np.ndarray = "random", noise_w: NoiseArg = None,
                  noise_e: NoiseArg = None, P: str | np.ndarray = "weighted",
                  r: float | Sequence[float] | None = None) -> None:
         self.alpha, self.beta, self.rho = (positive(k, v) for k, v in

@@ -157,7 +157,8 @@ for _fn in (cyclic, random_matchings, one_peer_exponential, link_failures):
     SCHEDULES.register(_fn.__name__, _fn)
 
 
-def schedule_from_spec(spec: dict, graph_from_spec: Callable[[dict], Graph]) -> GraphSchedule:
+def schedule_from_spec(spec: dict,
+                       graph_from_spec: Callable[[dict], Graph | GraphSchedule]) -> GraphSchedule:
     """A schedule from a config table (``name`` in :data:`SCHEDULES`), its graph tables built by
     ``graph_from_spec``."""
     spec = dict(spec)

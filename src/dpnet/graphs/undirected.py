@@ -216,16 +216,18 @@ def geometric(n: int, radius: float, seed: int = 0, weights: Any = "metropolis")
     n = _check_n(n, 2)
     require(radius > 0, "radius", radius, "radius > 0")
 
+    drawn: dict[str, np.ndarray] = {}                   # the positions of the latest draw
+
     def draw(rng):
         pos = rng.random((n, 2))
         from scipy.spatial import cKDTree
 
         pairs = cKDTree(pos).query_pairs(radius, output_type="ndarray")
-        draw.pos = pos
+        drawn["pos"] = pos
         return _symmetric_support(n, pairs[:, 0], pairs[:, 1])
 
     g = _redraw(n, seed, f"geometric({n}, r={radius:g})", draw, weights)
-    g.meta["positions"] = draw.pos.tolist()
+    g.meta["positions"] = drawn["pos"].tolist()
     return g
 
 

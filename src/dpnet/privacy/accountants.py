@@ -27,7 +27,7 @@ import inspect
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -171,6 +171,7 @@ def every() -> dict[str, list[str]]:
                                  for a in ACCOUNTANTS.values() if a.generic}
     for a in ACCOUNTANTS.values():
         if not a.generic:
+            assert a.cls is not None                    # generic means exactly cls is None
             out.setdefault(a.name, []).append(getattr(a.cls, "name", a.cls.__name__))
     return dict(sorted(out.items()))
 
@@ -246,7 +247,8 @@ def per_agent(algorithm, problem, graph, iterations, assumptions, epsilon_of, la
     groups = _mechanisms(algorithm, problem, graph, iterations, assumptions)
     n = graph.n if graph is not None else problem.n_agents
     per = np.full(n, np.nan)
-    sources, notes = set(), []
+    sources: set[str] = set()
+    notes: list[str] = []
     for agents, mech in groups:
         per[agents] = epsilon_of(mech)
         sources.add(mech.source)
@@ -352,8 +354,8 @@ def _without_replacement_epsilon(mech: Mechanism, delta: float, kind: str) -> fl
         return math.inf
     if not parts:
         return 0.0
-    rdp_eps = bridge.rdp_epsilon_of_curve(lambda orders: sum(
-        c * without_replacement.rdp_curve(m, g, orders) for m, c, g in parts), delta)
+    rdp_eps = bridge.rdp_epsilon_of_curve(lambda orders: cast(np.ndarray, sum(   # parts non-empty
+        c * without_replacement.rdp_curve(m, g, orders) for m, c, g in parts)), delta)
     if kind == "rdp" or rdp_eps > PLD_CEILING:
         return rdp_eps
     interval = max(1e-4, rdp_eps / 2e4)
@@ -362,6 +364,7 @@ def _without_replacement_epsilon(mech: Mechanism, delta: float, kind: str) -> fl
         step = without_replacement.step_pld(m, g, interval)
         step = step.self_compose(c) if c > 1 else step
         pld = step if pld is None else pld.compose(step)
+    assert pld is not None                              # parts is not empty
     return min(float(pld.get_epsilon_for_delta(delta)), rdp_eps)
 
 

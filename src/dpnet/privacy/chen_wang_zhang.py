@@ -179,8 +179,8 @@ def l1_constant(C: float, d: int, norm: str = "l2") -> float:
 
 
 def cumulative_epsilon(graph, alpha: float, beta: float, gamma: float, m: int, C: float, d: int,
-                       sigma_zeta: Callable[[int], np.ndarray],
-                       sigma_eta: Callable[[int], np.ndarray], K: int, form: str = "compact",
+                       sigma_zeta: Callable[[int], np.ndarray | float],
+                       sigma_eta: Callable[[int], np.ndarray | float], K: int, form: str = "compact",
                        norm: str = "l2", smoothness: float | None = None) -> np.ndarray:
     """``(K+1, n)`` array: ``eps_k(i0)``, Lemma 5's sum up to iteration k, for every agent i0.
 
@@ -202,14 +202,14 @@ def cumulative_epsilon(graph, alpha: float, beta: float, gamma: float, m: int, C
     return out[:, inverse.reshape(-1)]
 
 
-def _scales(sigma: Callable[[int], np.ndarray], K: int, n: int) -> np.ndarray:
+def _scales(sigma: Callable[[int], np.ndarray | float], K: int, n: int) -> np.ndarray:
     """``(K+1, n)``: per-agent noise scales at k = 0..K."""
     return np.stack([np.broadcast_to(np.asarray(sigma(k), dtype=np.float64), (n,))
                      for k in range(K + 1)])
 
 
 def mechanism(graph, alpha: float, beta: float, gamma: float, m: int, C: float, d: int,
-              sigma_zeta: Callable[[int], np.ndarray], sigma_eta: Callable[[int], np.ndarray],
+              sigma_zeta: Callable[[int], np.ndarray | float], sigma_eta: Callable[[int], np.ndarray | float],
               K: int, form: str = "compact", norm: str = "l2",
               smoothness: float | None = None) -> list:
     """Lemma 5's releases as ``(agents, Mechanism)`` groups: for protected agent i0, the messages

@@ -143,14 +143,19 @@ def fine_enough(epsilon_at: Callable[[float], float], interval: float | None = N
     def fits(disc: float) -> bool:
         return span is None or span / disc <= PLD_POINTS
 
+    def fallback() -> float:
+        # reached only where fits() failed, i.e. span is set, so the require below saw a bound
+        assert bound is not None
+        return bound()
+
     require(span is None or bound is not None, "bound", bound, "an upper bound on epsilon "
             "(the fallback where a grid of the given span does not fit)")
     if interval is not None:
-        return epsilon_at(interval) if fits(interval) else bound()
+        return epsilon_at(interval) if fits(interval) else fallback()
     eps, disc = math.inf, start
     for _ in range(3):
         if not fits(disc):
-            return eps if math.isfinite(eps) else bound()
+            return eps if math.isfinite(eps) else fallback()
         new = epsilon_at(disc)
         if not math.isfinite(new) or disc <= new / 1000:
             return new

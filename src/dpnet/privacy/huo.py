@@ -387,6 +387,7 @@ def epsilon_of(sigma: float, mech: DOADPStep, accountant: str = "proof", delta0:
         return acc.epsilon if acc.valid else math.inf
     require(delta is not None, "delta", delta, f"a delta for the (epsilon, delta) accountant "
             f"{accountant!r}, e.g. delta=1e-5 (none is assumed)")
+    assert delta is not None                            # the require above raised otherwise
     return dp_accounting_epsilon(sigma, delta, mech, accountant, **kw)
 
 
@@ -458,6 +459,7 @@ def guarantee(sigma: float, mech: DOADPStep, accountant: str = "theorem1", delta
                                 tuple(assumptions + [f"delta0 = {delta0:g}"]), tuple(notes))
     require(delta is not None, "delta", delta, f"a delta for the (epsilon, delta) accountant "
             f"{accountant!r}, e.g. delta=1e-5 (none is assumed)")
+    assert delta is not None                            # the require above raised otherwise
     dl = delta
     eps = dp_accounting_epsilon(sigma, dl, m, accountant, **kw)
     act = kw.get("activation", "visible")

@@ -104,6 +104,7 @@ class Mechanism:
         require(self.relation is not None, "relation", None, "a neighbouring relation named by "
                 "the mechanism: 'replace_one' (one record replaced by any other) or "
                 "'add_remove' (one record added or removed); none is assumed")
+        assert self.relation is not None                # the require above raised otherwise
         if self.relation not in RELATIONS:
             raise UnknownNameError("relation", self.relation, RELATIONS)
         if self.relation == "add_remove":

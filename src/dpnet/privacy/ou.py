@@ -185,6 +185,7 @@ def dpp2_guarantee(name: str, problem, graph, iterations: int | None, alpha: flo
     n = graph.n if graph is not None else problem.n_agents
     M = float(problem.smoothness if smoothness is None else smoothness)
     _check(int(problem.dim), alpha, M, adjacency, iterations)
+    assert adjacency is not None and iterations is not None     # _check raised otherwise
     pw, pe = _geometric(noise_w, "noise_w", n), _geometric(noise_e, "noise_e", n)
     if noise_w.is_zero or noise_e.is_zero:
         return PrivacyGuarantee.none(f"{name} needs both noises w and e for Theorem 3 (a zero "
@@ -231,9 +232,9 @@ def calibrate_noises(problem, graph, target: float, iterations: int, alpha: floa
                 Laplace((t * u_e).tolist(), decay=r.tolist()))
     c = per_agent_unique(lambda ue, uw: c_tilde(d, alpha, M, adjacency, ue, uw), u_e, u_w)
     worst = int(np.argmax(c))
-    r = calibrate_decay(target, d, alpha, M, adjacency, u_e[worst], u_w[worst], iterations,
-                        variant)
-    return Laplace(u_w, decay=r), Laplace(u_e, decay=r)
+    rate = calibrate_decay(target, d, alpha, M, adjacency, u_e[worst], u_w[worst], iterations,
+                           variant)
+    return Laplace(u_w, decay=rate), Laplace(u_e, decay=rate)
 
 
 def dpp2_mechanism(problem, graph, iterations: int, alpha: float, noise_w, noise_e,
@@ -246,6 +247,7 @@ def dpp2_mechanism(problem, graph, iterations: int, alpha: float, noise_w, noise
     M = float(problem.smoothness if smoothness is None else smoothness)
     d = int(problem.dim)
     _check(d, alpha, M, adjacency, iterations)
+    assert adjacency is not None                        # _check raised otherwise
     require(not (noise_w.is_zero or noise_e.is_zero), "noise", (noise_w, noise_e),
             "both noises w and e nonzero (Theorem 3: a zero scale leaves the state unmasked)")
     (u_w, r_w), (u_e, _) = _geometric(noise_w, "noise_w", n), _geometric(noise_e, "noise_e", n)
@@ -256,8 +258,8 @@ def dpp2_mechanism(problem, graph, iterations: int, alpha: float, noise_w, noise
     for g, (uw, ue, r) in enumerate(rows.tolist()):
         decay = r ** k
         groups.append((np.flatnonzero(inverse.reshape(-1) == g), Mechanism(
-            (Releases("e-masked", "laplace", base, ue * decay),
-             Releases("w-masked", "laplace", alpha * base, uw * decay)),
+            (Releases("e-masked", "laplace", np.asarray(base), ue * decay),
+             Releases("w-masked", "laplace", np.asarray(alpha * base), uw * decay)),
             adjacency=f"function (Definition 1, adjacency_radius = {adjacency:g})",
             horizon=iterations,
             source=f"paper 004 Theorem 3's sensitivities, Mbar = {M:.6g}, d = {d}",

@@ -173,7 +173,7 @@ def xie_guarantee(name: str, which: str, problem, graph, iterations, eta: float,
         L = problem.smoothness
         fn = pgtc_infinite_horizon if which == "pgtc" else ppdc_infinite_horizon
         per = per_agent_unique(lambda a, b, q: fn(eta, L, a, b, q, adjacency, variant), sx, s2, qs)
-        assumptions = ("Assumption 6: grad f_i0^(1) - grad f_i0^(2) is constant",
+        assumptions: tuple[str, ...] = ("Assumption 6: grad f_i0^(1) - grad f_i0^(2) is constant",
                        f"adjacency_radius = {adjacency:g} (the paper's delta)",
                        f"L_f = {L:.6g}",
                        f"eta < 1/(2 L_f) and q in the interval of {label}",
@@ -238,8 +238,8 @@ def xie_mechanism(which: str, problem, graph, iterations: int, eta: float, noise
     for g, (a, b, qq) in enumerate(rows.tolist()):
         decay = qq ** k
         groups.append((np.flatnonzero(inverse.reshape(-1) == g), Mechanism(
-            (Releases("x", "laplace", sens[0], a * decay), Releases(label_2, "laplace", sens[1],
-                                                                    b * decay)),
+            (Releases("x", "laplace", np.asarray(sens[0]), a * decay),
+             Releases(label_2, "laplace", np.asarray(sens[1]), b * decay)),
             adjacency="function (f_i0 replaced, Assumption 7: ||grad f_i|| <= M)",
             horizon=iterations,
             source=f"paper 000 appendix sensitivities with M = {M:.6g}, d = {d}, eta = {eta:g}",

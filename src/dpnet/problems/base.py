@@ -70,6 +70,8 @@ class Problem(Movable, ABC):
     held: np.ndarray | None = None
     #: whether :meth:`optimum` is cheap enough to evaluate before dropping other agents' data
     cheap_optimum: bool = False
+    #: a restricted copy's global constants (set by :meth:`restrict`; unset on a full problem)
+    _frozen: dict
 
     # -- required ---------------------------------------------------------------------------
     @abstractmethod
@@ -160,7 +162,7 @@ class Problem(Movable, ABC):
         return torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)).to(self.device)
 
     # -- holding a subset of the agents -------------------------------------------------------------
-    def restrict(self, agents) -> Problem:
+    def restrict(self, agents) -> Self:
         """A copy that holds only ``agents``' data (global indices keep their meaning): what one
         rank of a distributed run needs. Constants that depend on every agent's data (smoothness,
         gradient bound, and the optimum when already computed) are evaluated first, so every
@@ -302,6 +304,7 @@ def equal_local_size(problem, who: str) -> int:
     sizes = problem.local_sizes() if hasattr(problem, "local_sizes") else None
     require(sizes is not None, "problem", type(problem).__name__,
             f"a finite-sum problem with m local records per agent ({who} reads m)")
+    assert sizes is not None                            # the require above raised otherwise
     require(bool(np.all(sizes == sizes[0])), "problem",
             f"{type(problem).__name__} with local sizes m_i from {int(sizes.min())} to "
             f"{int(sizes.max())}", f"equal local sizes: {who} has one m for every agent",

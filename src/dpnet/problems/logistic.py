@@ -45,7 +45,7 @@ class LogisticRegression(LocalRecords, Problem):
             require(reg == "1/m", "reg", reg, "a number >= 0 or '1/m'")
             require(self.m is not None, "reg", reg, "a number with unequal local sizes "
                     f"{self.sizes.tolist()} ('1/m' is paper 001's one regulariser for one m)")
-            reg = 1.0 / A.shape[1]
+            reg = 1.0 / int(A.shape[1])
         require(reg >= 0, "reg", reg, "reg >= 0")
         require(convention in ("average", "sum"), "convention", convention, "'average' or 'sum'")
         self.A, self.b = A, b

@@ -25,6 +25,7 @@ on a test set, for the agents' average model and for every agent.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import numpy as np
 import torch
@@ -306,11 +307,13 @@ class NeuralProblem(LocalRecords, Problem):
         X = X.to(self.dtype)
         out = torch.zeros(len(a), self.dim, dtype=self.dtype, device=self.device)
         width = self.parts.shape[1]
-        weights = None if self.m is not None else self._record_weights(a).to(self.dtype)
+        # unequal sizes (m None): the (n, width) weights tensor
+        weights = None if self.m is not None else cast(torch.Tensor, self._record_weights(a)).to(self.dtype)
         for start in range(0, width, self.chunk):
             idx = self._local_range(start, len(a))
             xb, yb = self.batch(idx, a)
             if weights is None:
+                assert self.m is not None               # weights are None exactly when m is set
                 out += self._batch_grad(X, xb, yb) * (idx.shape[1] / self.m)
             else:       # padding weighs 0
                 out += self._weighted_grad(X, xb, yb, weights[:, start:start + idx.shape[1]])
@@ -320,7 +323,8 @@ class NeuralProblem(LocalRecords, Problem):
         a = self._agents(agents)
         X = X.to(self.dtype)
         total = torch.zeros(len(a), dtype=torch.float64, device=self.device)
-        weights = None if self.m is not None else self._record_weights(a)
+        # unequal sizes (m None): the (n, width) weights tensor
+        weights = None if self.m is not None else cast(torch.Tensor, self._record_weights(a))
         with torch.no_grad():
             for start in range(0, self.parts.shape[1], self.chunk):
                 idx = self._local_range(start, len(a))
@@ -332,7 +336,7 @@ class NeuralProblem(LocalRecords, Problem):
                     total += ce.sum(1).double()
                 else:
                     total += (ce.double() * weights[:, start:start + idx.shape[1]]).sum(1)
-        return total / self.m if weights is None else total
+        return total / cast(int, self.m) if weights is None else total     # weights None: m set
 
     def _local_range(self, start: int, n: int) -> torch.Tensor:
         """``(n, c)`` local sample indices ``start .. start + chunk - 1`` (clipped at m) of every
@@ -376,6 +380,7 @@ class NeuralProblem(LocalRecords, Problem):
             fy = fy.to(torch.int64)
         elif which == "test":
             require(self.test is not None, "which", which, "a problem built with a test set")
+            assert self.test is not None                # the require above raised otherwise
             fx, fy = self.test
         else:
             require(which == "train", "which", which, "'train' or 'test'")
@@ -383,6 +388,7 @@ class NeuralProblem(LocalRecords, Problem):
             if self.m is not None:
                 rows = self.parts.reshape(-1)
             else:
+                assert self._weights is not None        # _set_sizes: weights exactly when m is None
                 valid = self._weights > 0
                 rows, weights = self.parts[valid], self._weights[valid] / self.n_agents
             fx, fy = self.features[rows], self.labels[rows]

@@ -50,7 +50,7 @@ per acquired batch), so every device acquires the same samples.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 import torch
@@ -353,7 +353,7 @@ class OnlineProblem(Problem):
         if mode == "window":
             require(window is not None, "window", window,
                     "a number of batches >= 1 for mode='window'")
-            self.window = positive_int("window", window)
+            self.window: int | None = positive_int("window", window)
         else:
             require(window is None, "window", window, "only with mode='window'")
             self.window = None
@@ -424,7 +424,7 @@ class OnlineProblem(Problem):
             if self.mode == "exact":
                 if getattr(self.model, "sufficient_statistics", False):
                     rows = torch.gather(self._pools(agents), 1, pos)
-                    aa, ab = self.model.statistics(rows)
+                    aa, ab = cast(Any, self.model).statistics(rows)   # sufficient_statistics
                     mem.S_aa = aa if mem.S_aa is None else mem.S_aa + aa
                     mem.S_ab = ab if mem.S_ab is None else mem.S_ab + ab
                 else:
@@ -432,6 +432,7 @@ class OnlineProblem(Problem):
                         mem.counts = self._zeros((n, self.pool_size), torch.float64)
                         mem.order = self._zeros((n, self.pool_size), torch.int64)
                         mem.n_seen = self._zeros((n,), torch.int64)
+                    assert mem.order is not None and mem.n_seen is not None   # set with counts
                     rows = torch.arange(n, device=self.device)
                     for b in range(self.batch):   # one column at a time: repeats within a batch
                         col = pos[:, b]
@@ -441,6 +442,7 @@ class OnlineProblem(Problem):
                         mem.counts[rows, col] += 1.0
             elif self.mode == "window":
                 mem.batches.append(pos)
+                assert self.window is not None          # mode 'window' sets it
                 if len(mem.batches) > self.window:
                     mem.batches.pop(0)
             mem.t = s
@@ -460,7 +462,9 @@ class OnlineProblem(Problem):
         pools = self._pools(a)
         if self.mode == "exact":
             if mem.S_aa is not None:
-                return self.model.grad_from_statistics(X, mem.S_aa, mem.S_ab, (t + 1) * self.batch)
+                # S_aa is only kept for a model with sufficient_statistics
+                return cast(Any, self.model).grad_from_statistics(X, mem.S_aa, mem.S_ab,
+                                                                  (t + 1) * self.batch)
             return self._exact_grad(X, pools, mem, 1.0 / ((t + 1) * self.batch))
         if self.mode == "window":
             pos = torch.cat(mem.batches, dim=1)
@@ -481,6 +485,8 @@ class OnlineProblem(Problem):
         """Exact gradient over the acquired multiset: each distinct acquired sample evaluated once
         with weight ``multiplicity * scale``, or one dense pass for a linear model on a shared
         pool once that is cheaper."""
+        # exact mode without sufficient statistics: _memory acquired at least iteration 0
+        assert mem.counts is not None and mem.order is not None and mem.n_seen is not None
         U = int(mem.n_seen.max())
         if self.shared and hasattr(self.model, "grad_dense") and 16 * U >= self.pool_size:
             dense = self._zeros((X.shape[0], self.model.n_data), torch.float64)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -211,6 +212,10 @@ class LocalRecords:
     m: int | None
     _weights: torch.Tensor | None
 
+    if TYPE_CHECKING:                                   # provided by Problem, the other base
+        def _rows(self, T: torch.Tensor, agents: np.ndarray | None) -> torch.Tensor: ...
+        def _index(self, a) -> torch.Tensor: ...
+
     def _set_sizes(self, sizes, n: int, width: int) -> None:
         sizes = np.full(n, width, dtype=np.int64) if sizes is None else np.asarray(sizes)
         require(sizes.shape == (n,) and np.issubdtype(sizes.dtype, np.integer)
@@ -238,6 +243,7 @@ class LocalRecords:
     def _record_weights(self, agents=None) -> float | torch.Tensor:
         """``1/m`` or the ``(n, width)`` weights ``1/m_i`` (0 on padding) of ``agents``."""
         if self._weights is None:
+            assert self.m is not None                   # _set_sizes: m is None only with weights
             return 1.0 / self.m
         return self._rows(self._weights, agents)
 
@@ -278,6 +284,7 @@ def clipped_stochastic_grad(problem, X: torch.Tensor, rng: Streams, k: int, batc
     require(sampling in SAMPLERS, "sampling", sampling, f"one of {SAMPLERS}")
     if sampling == "poisson":
         require(clip is not None, "clip", clip, "a clipping bound with sampling='poisson'")
+        assert clip is not None                         # the require above raised otherwise
         _require_per_sample(problem, clip)
         m = problem.local_sizes()[np.asarray(agents, dtype=np.int64)]
         idx, included = poisson_indices(rng, k, agents, m, batch_size / m, purpose, X.device)
