@@ -28,7 +28,7 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from . import algorithms, compression, data, distributed, graphs, partitions, problems, registry
 from .errors import DPNetError, NonFiniteError, ParameterError, UnknownNameError, positive_int, require
@@ -173,7 +173,7 @@ def cmd_privacy(args, extra: list[str]) -> int:
                         or k in ("decay", "power", "compressor") or k.endswith("_decay")}
     constants = {k: params.pop(k) for k in list(params) if k not in constructor_like}
     options = {o for a in accountants.ACCOUNTANTS.values()
-               if a.generic or issubclass(cls, a.cls) for o in a.options}
+               if a.generic or issubclass(cls, cast(type, a.cls)) for o in a.options}   # cls: not generic
     known = {*accepted, *ASSUMPTIONS, *options, "agents", "dim", "iterations", "graph",
              "records_per_agent", "epochs"}
     for key in constants:
@@ -189,8 +189,10 @@ def cmd_privacy(args, extra: list[str]) -> int:
     graph = graphs.from_spec({"name": graph_name, "n": n})
     if "smoothness" in constants and constants["smoothness"] == float("inf"):
         constants.pop("smoothness")
-    guarantee = alg.privacy(problem, graph, iterations=iterations, accountant=args.accountant,
-                            **constants)
+    # ProblemConstants stands in for a problem (an accountant reads only its constants); the
+    # ignore: --graph may name a schedule, which the accountants take though privacy says Graph
+    guarantee = alg.privacy(cast(problems.Problem, problem), graph,  # type: ignore[arg-type]
+                            iterations=iterations, accountant=args.accountant, **constants)
     print(f"{alg}")
     print(guarantee)
     return 0
@@ -289,6 +291,7 @@ def _epsilons(text: str | None) -> list[float] | None:
         values = []
     if not values or not all(0 < v < float("inf") for v in values):
         raise ParameterError("--epsilons", text, "targets 0 < epsilon < inf, e.g. 0.5,1,2,4")
+    assert text is not None                 # _listed gave items: text was given
     _once("--epsilons", text, values)       # 1,1.0 too
     return values
 
@@ -486,12 +489,12 @@ def cmd_audit(args) -> int:
         print(f"wrote {path}")
         return 1 if any(r["status"] == "VIOLATED" for r in results) and \
             args.noise_factor == 1 else 0
-    results, summary = audit.suite.audit_targets(
+    audited, summary = audit.suite.audit_targets(
         args.names, out, args.repetitions, args.seed, args.confidence, args.noise_factor,
         command, log=lambda line: print(line, flush=True))
-    print(audit.engine.table(results))
+    print(audit.engine.table(audited))
     print(f"wrote {summary} and one NAME.md/NAME.png per target in {out}")
-    unexpected = audit.suite.unexpected_violations(results, args.noise_factor)
+    unexpected = audit.suite.unexpected_violations(audited, args.noise_factor)
     if unexpected:
         print("dpnet: audited epsilon above the claim for " + ", ".join(unexpected)
               + ": a bug in the code or the accounting", file=sys.stderr)

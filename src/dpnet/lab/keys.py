@@ -30,7 +30,7 @@ import sys
 import textwrap
 import types
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -92,7 +92,7 @@ def normalized(source: str) -> str:
         body = getattr(node, "body", None)
         if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and \
                 isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
-            node.body = body[1:] or [ast.Pass()]
+            cast(Any, node).body = body[1:] or [ast.Pass()]      # a node with a body
     return ast.dump(tree)
 
 
@@ -215,8 +215,8 @@ def _stable(value: Any, parts: dict, above: tuple) -> str | None:
             items.sort()
         return None if None in items else f"{type(value).__name__}({items})"
     if isinstance(value, dict):
-        items = [(_stable(k, parts, above), _stable(v, parts, above)) for k, v in value.items()]
-        return None if any(None in kv for kv in items) else f"dict({items})"
+        pairs = [(_stable(k, parts, above), _stable(v, parts, above)) for k, v in value.items()]
+        return None if any(None in kv for kv in pairs) else f"dict({pairs})"
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         _visit(type(value), parts, above)
         fields = [(f.name, _stable(getattr(value, f.name), parts, above))

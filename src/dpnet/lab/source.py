@@ -9,8 +9,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import numpy as np
+import torch
 
 from .. import data, models
 from ..errors import require
@@ -47,8 +49,9 @@ def binary(name: str) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
 def images(name: str) -> tuple[data.Dataset, data.Dataset]:
     """``(train, test)`` of ``"mnist"`` or ``"cifar10"``."""
     load = {"mnist": data.load_mnist, "cifar10": data.load_cifar10}[name]
-    return tuple(load(split, root=_SOURCE["root"], verify=_SOURCE["verify"], download=False)
-                 for split in ("train", "test"))
+    return cast(tuple[data.Dataset, data.Dataset],
+                tuple(load(split, root=_SOURCE["root"], verify=_SOURCE["verify"], download=False)
+                      for split in ("train", "test")))
 
 
 def has(names) -> bool:
@@ -79,6 +82,7 @@ def cnn_problem(name: str, n_agents: int, per_agent: int | None = None,
     if per_agent is not None:
         parts = parts[:, :per_agent]
     grey = name == "mnist"
+    module: torch.nn.Module
     if model == "cnn":
         module = models.mnist_cnn(seed=seed) if grey else models.cifar_cnn(seed=seed)
     else:

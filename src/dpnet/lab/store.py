@@ -357,9 +357,9 @@ def execute(runs: Sequence[Run], jobs: int = 1, log: Callable[[str], None] | Non
     if errors not in ("raise", "record"):
         raise ParameterError("errors", errors, "'raise' or 'record'")
     if _STATE["planning"]:
-        total, done = cached(runs)
-        if done < total:        # a spec that needs results to name its runs (a chosen parameter)
-            raise Unplanned(total, done)
+        total, n_done = cached(runs)
+        if n_done < total:      # a spec that needs results to name its runs (a chosen parameter)
+            raise Unplanned(total, n_done)
     root = str(cache_root())
     run_keys = [r.key for r in runs]
     todo = {k: r for k, r in zip(run_keys, runs)}

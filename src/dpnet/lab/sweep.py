@@ -22,7 +22,7 @@ import math
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..errors import ParameterError
 from . import config as lab_config
@@ -41,6 +41,7 @@ COLUMNS = ("seed", "status", *METRICS, "bits", "epsilon", "wall_time_s", "run", 
 
 def _split_top_level(text: str) -> list[str]:
     """Split on commas outside brackets and quotes, so ``[1,2],[3,4]`` is two list values."""
+    cur: list[str]
     items, depth, quote, cur = [], 0, "", []
     for ch in text:
         if quote:
@@ -153,7 +154,7 @@ def main_metric(final: dict[str, Any]) -> str:
 def record(summary: dict[str, Any], status: str) -> dict[str, Any]:
     """Row fields from a summary; a non-finite main metric makes the point failed."""
     final = summary["final"]
-    row = {m: _float(final.get(m)) for m in METRICS}
+    row: dict[str, Any] = {m: _float(final.get(m)) for m in METRICS}
     bits = summary.get("bits", {})
     row["bits"] = bits.get("total") if isinstance(bits, dict) else bits
     row["epsilon"] = _float(summary.get("privacy", {}).get("epsilon"))
@@ -236,10 +237,11 @@ def plot(rows: list[dict[str, Any]], keys: list[str], path: Path) -> Path | None
         xs.setdefault(r[x_key] if keys else 0, []).append(r[metric])
     numeric = all(isinstance(r[x_key], int | float) and not isinstance(r[x_key], bool)
                   for r in ok) if keys else True
+    # a list whenever not numeric, the only case that reads it
     labels = sorted({x for xs in groups.values() for x in xs}, key=repr) if not numeric else None
     for combo, xs in sorted(groups.items(), key=lambda kv: repr(kv[0])):
         order = sorted(xs) if numeric else sorted(xs, key=repr)
-        pos = np.asarray(order if numeric else [labels.index(x) for x in order], dtype=float)
+        pos = np.asarray(order if numeric else [cast(list, labels).index(x) for x in order], dtype=float)
         vals = [np.asarray(xs[x], dtype=float) for x in order]
         mean = np.array([v.mean() for v in vals])
         label = ", ".join(f"{k}={v}" for k, v in zip(others, combo)) or None

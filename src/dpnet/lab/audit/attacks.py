@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -97,7 +98,7 @@ def invert_momentum(x: np.ndarray, W: np.ndarray, alpha: float, beta: float,
 
 
 def invert_dpp2(y: np.ndarray, z: np.ndarray, P: np.ndarray, rho: float,
-                eta: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+                eta: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """DPP2's gradients and states ``(T, n, d)`` each, from the messages and the eta^k used by
     the attacker (the true public ones, or a guess): replays ``d^k, q^k`` from zero."""
     d, q = np.zeros_like(y[0]), np.zeros_like(y[0])
@@ -140,6 +141,7 @@ def record(algorithm: Algorithm, problem: Problem, graph, iterations: int, x0, s
     else:
         G = torch.stack([problem.stochastic_grad(Xk, rng, k, batch_size, agents, "sample")
                          for k, Xk in enumerate(X)])
+    assert res.transcript is not None       # record=True keeps the transcript
     views = {name: res.transcript.stacked(name, graph.n) for name in res.transcript.names()}
     return Trace(views, X.numpy(), G.numpy())
 
@@ -185,6 +187,11 @@ class LabResult:
     attacks: list[Attack] = field(default_factory=list)
 
 
+def _algorithm(name: str) -> Any:
+    """The registered class ``name``; its constructor's parameters are its own, so: Any."""
+    return algorithms.get(name)
+
+
 def _setting(n: int = 6, dim: int = 5, seed: int = 0):
     problem = NonconvexLogistic.random(n_agents=n, samples=50, dim=dim, seed=seed)
     return problem, graphs.ring(n), problem.default_x0(seed)
@@ -197,8 +204,8 @@ def _scenario_dgd(K: int, seed: int) -> LabResult:
     rng = np.random.default_rng(seed)
     samples = LogisticRegression(rng.standard_normal((g.n, 50, problem.dim)),
                                  rng.choice([-1.0, 1.0], size=(g.n, 50)), reg=0.01)
-    for name, alg, prob, batch in (("DGD", algorithms.get("dgd")(0.2), problem, None),
-                                   ("DSGD", algorithms.get("dsgd")(0.2, batch_size=5), samples,
+    for name, alg, prob, batch in (("DGD", _algorithm("dgd")(0.2), problem, None),
+                                   ("DSGD", _algorithm("dsgd")(0.2, batch_size=5), samples,
                                     5)):
         tr = record(alg, prob, g, K, x0, seed, batch)
         est = invert_dgd(tr.views["x"], g.W, alg.step_size)
@@ -224,15 +231,15 @@ def _scenario_tracking(K: int, seed: int) -> LabResult:
                     "y_{k+1} - W y_k (PGTC: on the decoded public copies, W_gamma = I - "
                     "gamma (I - W))")
     eta, s, q = 0.1, 1.0, 0.9
-    out.attacks += _tracking("gradient tracking", algorithms.get("gradient_tracking")(eta),
+    out.attacks += _tracking("gradient tracking", _algorithm("gradient_tracking")(eta),
                              "none", problem, g, x0, K, seed, g.W)
-    out.attacks += _tracking("DiaDSP", algorithms.get("diadsp")(
+    out.attacks += _tracking("DiaDSP", _algorithm("diadsp")(
         eta, Laplace(s, decay=q), Laplace(s, decay=q)), f"Laplace s={s:g}, q={q:g}",
         problem, g, x0, K, seed, g.W)
     if "pgtc" in algorithms.available():
         gamma, a = 0.5, 0.5
         Wg = np.eye(g.n) - gamma * (np.eye(g.n) - g.W)
-        pgtc = algorithms.get("pgtc")
+        pgtc = _algorithm("pgtc")
         for comp, noise, mech in ((Identity(), 0.0, "none"), (TopK(2), 0.0, "Top-2 only"),
                                   (TopK(2), s, f"Top-2 + Laplace s={s:g}, q={q:g}")):
             alg = pgtc(eta, gamma, a, a, comp, noise, noise, q=q)
@@ -252,7 +259,7 @@ def _scenario_dpp2(K: int, seed: int) -> LabResult:
     P = g.laplacian
     rho = 1.0
     for u, r in ((0.0, 0.5), (1.0, 0.5)):
-        alg = algorithms.get("dpp2")(alpha=0.1, beta=0.05, rho=rho, eta=etas,
+        alg = _algorithm("dpp2")(alpha=0.1, beta=0.05, rho=rho, eta=etas,
                                      noise_w=u or None, noise_e=u or None,
                                      r=r if u else None)
         tr = record(alg, problem, g, K, x0, seed)
@@ -279,11 +286,11 @@ def _scenario_momentum(K: int, seed: int) -> LabResult:
     g = graphs.ring(n)
     x0 = np.full(d, 0.5)           # a common start: the consensus term vanishes at t = 0
     alpha, beta, gamma = 0.1, 0.15, 0.3
-    tr = record(algorithms.get("momentum_dsgd")(alpha, gamma, beta), problem, g, K, x0, seed, 1)
+    tr = record(_algorithm("momentum_dsgd")(alpha, gamma, beta), problem, g, K, x0, seed, 1)
     est = invert_momentum(tr.views["x"], g.W, alpha, beta, gamma)
     out.attacks.append(Attack("momentum", "momentum DSGD", "none", "local gradients",
                               relative_error(est, tr.grads[:K - 1])))
-    doadp = algorithms.get("doadp")
+    doadp = _algorithm("doadp")
     for sigma, k, mech in ((0.0, None, "none"), (0.0, 2, "Top-2 only"),
                            (1.0, None, "Gaussian sigma=1")):
         tr = record(doadp(alpha, gamma, beta, sigma=sigma, p=1.0, k=k), problem, g, K, x0, seed,

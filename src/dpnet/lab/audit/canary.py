@@ -56,13 +56,16 @@ import math
 import time
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
 
 from ... import graphs
-from ...algorithms import DECOR, DOADP, DPDDA, DPSGD
+from ...algorithms.decor import DECOR
+from ...algorithms.doadp import DOADP
+from ...algorithms.dp_sgd import DPSGD
+from ...algorithms.dpdda import DPDDA
 from ...algorithms.kang_wddp import KangWDDP, server_graph
 from ...errors import ParameterError, require
 from ...runner import RunDiagnosis, run
@@ -117,13 +120,14 @@ def _dp_sgd_sums(alg: DPSGD, graph, iterations: int, runs: int, seed: int,
         warnings.simplefilter("ignore", RunDiagnosis)
         res = run(alg, LinearRecords(c), net, iterations, x0=np.zeros((net.n, 1)), seed=seed,
                   record=True, reference=None, log_every=iterations, randomness=randomness)
+    assert res.transcript is not None and q is not None   # record=True; poisson sets a rate
     half = res.transcript.stacked("x", net.n)[:, :, 0]                    # (T, N)
     W = sp.csr_matrix(net.sparse("W"))
     state = np.vstack([np.zeros((1, net.n)), (W @ half[:-1].T).T])        # x_t from messages
     y = (state - half) * (q * RECORDS) / alg.lr                           # S + xi, (T, N)
     if is_decor:
         L = graph.matrix("unweighted_laplacian")
-        M = alg.noise_multiplier ** 2 * np.eye(n) + alg.pair_multiplier ** 2 * L
+        M = alg.noise_multiplier ** 2 * np.eye(n) + cast(DECOR, alg).pair_multiplier ** 2 * L
         w = np.linalg.inv(M)[:, 0]
         s = y.reshape(iterations, 2 * runs, n) @ (w / w[0])               # whitened, agent 0
         sigma = C / math.sqrt(w[0])
@@ -158,6 +162,7 @@ def _minibatch_gradients(alg, iterations: int, runs: int, seed: int, records: in
     C = clip.bound if clip is not None else gradient_bound
     require(C is not None, "gradient_bound", gradient_bound, f"the bound G on every gradient "
             f"that {alg.name}'s claim assumes (the canary's norm; it does not clip)")
+    assert C is not None                                    # the require above raised otherwise
     B, sigma = _batch_size(alg), alg.sigma
     require(B <= records, "records", records, f">= the batch {B} (the task's m local records)")
     poisson = sampling == "poisson"
@@ -223,6 +228,7 @@ def scores(alg, graph, iterations: int, runs: int, seed: int = 0,
                 f"{alg.name}'s canary (its batches are replayed from the seed)")
         require(records is not None, "records", records, f"the task's m local records "
                 f"({alg.name} samples a fixed batch of them)")
+        assert records is not None                          # the require above raised otherwise
         u, a_A, a_B, q = _minibatch_gradients(alg, iterations, runs, seed, records,
                                               gradient_bound)
     else:

@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -307,7 +307,7 @@ class BatchProblem(Problem):
         sizes = [p.local_sizes() for p in self.problems]
         if any(s is None for s in sizes):
             return None
-        return np.stack(sizes)[self.world].reshape(-1)
+        return np.stack(cast(list[np.ndarray], sizes))[self.world].reshape(-1)   # no None: above
 
     def _blocks(self, agents):
         a = self._agents(agents)
@@ -372,7 +372,9 @@ class BatchProblem(Problem):
 
 
 
-class BatchOnlineProblem(BatchProblem, OnlineProblem):
+# BatchProblem's stochastic_grad is the one called, and callers always pass batch_size (None for
+# a stream): OnlineProblem's default for it is never used
+class BatchOnlineProblem(BatchProblem, OnlineProblem):  # type: ignore[misc]
     """Copies of online problems are an online problem: the stream methods ask for "the gradient
     over all data acquired so far" (:func:`~dpnet.problems.online.all_data_grad`) of an
     :class:`~dpnet.problems.online.OnlineProblem` through ``stochastic_grad`` with no batch,
@@ -443,6 +445,7 @@ def run_copies(algorithm: Algorithm, problems: Sequence[Problem], graph: Graph, 
     if not bool(torch.isfinite(x).all()):
         raise NonFiniteError(iterations, "x", "in an audit batch")
     out = {}
+    assert net.transcript is not None     # BatchNetwork records (record=True above)
     for name in (names or net.transcript.names()):
         arr = net.transcript.stacked(name, net.n)                    # (T, copies*n, d)
         T, _, d = arr.shape
@@ -745,7 +748,9 @@ def claimed_guarantee(target: AuditTarget, algorithm: Algorithm | None = None
     """The accountant's guarantee for the target (worse of the two inputs' accountings; memoised,
     some accountants take seconds)."""
     alg = algorithm or target.algorithm()
-    K = target.iterations if target.claim_iterations == "run" else target.claim_iterations
+    # not "run" in the else branch: an int or None
+    K = cast(int | None, target.iterations if target.claim_iterations == "run"
+             else target.claim_iterations)
     g = target.graph()
     out = []
     for p in target.problems():

@@ -8,7 +8,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ... import algorithms, graphs
+from ... import graphs
+from ...algorithms.decor import DECOR
+from ...algorithms.doadp import DOADP
+from ...algorithms.dp_sgd import DPSGD
+from ...algorithms.dpdda import DPDDA
 from ...errors import ParameterError
 from .. import report
 from . import attacks, canary
@@ -82,14 +86,14 @@ MINIBATCH_DEFAULTS = {"p": 1.0, "activation": "visible", "sampling": "fixed"}
 def _canary_unit(name: str, rate: float, p: float = 1.0, sampling: str = "fixed"):
     """The unit-noise configuration ``dpnet audit --canary`` calibrates, and its accountant."""
     if name in ("dp_sgd", "decor"):
-        return (algorithms.DPSGD(1.0, 1.0, rate=rate) if name == "dp_sgd" else
-                algorithms.DECOR(1.0, 1.0, 3.0, rate=rate)), "pld"
+        return (DPSGD(1.0, 1.0, rate=rate) if name == "dp_sgd" else
+                DECOR(1.0, 1.0, 3.0, rate=rate)), "pld"
     batch = max(1, round(rate * CANARY_RECORDS))
-    return (algorithms.DOADP(0.1, 0.5, 0.0, sigma=1.0, p=p, clip=1.0, batch_size=batch,
-                             sampling=sampling)
+    return (DOADP(0.1, 0.5, 0.0, sigma=1.0, p=p, clip=1.0, batch_size=batch,
+                  sampling=sampling)
             if name == "doadp" else
-            algorithms.DPDDA(1.0, sigma=1.0, p=p, clip=1.0, batch_size=batch,
-                             sampling=sampling)), "pld"
+            DPDDA(1.0, sigma=1.0, p=p, clip=1.0, batch_size=batch,
+                  sampling=sampling)), "pld"
 
 
 def calibrated_noise(alg) -> str:

@@ -186,7 +186,7 @@ def _lap(scale: float, decay: float | None = None) -> Laplace:
     return Laplace(scale, decay=decay)
 
 
-def _alg(name: str, *args, **kwargs):
+def _alg(name: str, *args, **kwargs) -> algorithms.Algorithm:
     """The registered algorithm ``name`` (looked up when the entry is used, so an entry may
     precede its module)."""
     return algorithms.get(name)(*args, **kwargs)
@@ -432,7 +432,8 @@ for _name, _reference in (("dola", "DOLA"), ("dmod", "DMOD")):
     register_target(AuditTarget(
         name=_name,
         requires=_name,
-        algorithm=(lambda n=_name: _alg(n, alpha0=0.5, power=0.5, noise_scale=1.0)),
+        # a default binds the loop's name; mypy cannot infer a lambda with a default
+        algorithm=(lambda n=_name: _alg(n, alpha0=0.5, power=0.5, noise_scale=1.0)),  # type: ignore[misc]
         problems=lambda: linear_pair(N, 1, AGENT, M=1.0),
         graph=_graph, iterations=2, x0=X0_1, constants={"gradient_bound": 1.0},
         features=lambda: first_innovation(_W(), 0.0, X0_1, "w"),

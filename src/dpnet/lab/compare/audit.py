@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from ...algorithms import DECOR
+from ...algorithms.decor import DECOR
 from ...errors import require
 from ...threads import torch_threads
 from .. import report
@@ -67,7 +67,7 @@ MUTATIONS = (0.1, 0.01, 0.001)
 CANARY_RUNS = 20_000
 
 
-def pair(task) -> tuple[Any, Any]:
+def pair(task) -> tuple[Any, ...]:
     """The worst-case adjacent datasets of ``task``'s relation (see the module docstring). A task
     without a record bound (``R = inf``: only clipping algorithms apply) gets records of norm
     :data:`UNBOUNDED_RECORD`, above every clipping bound of the entries, which clipping then
@@ -270,7 +270,7 @@ def sample(rows: Sequence[dict], per_task: int | None = None, dataset: str | Non
     rows are audited with the stream's pair (:func:`pair`)."""
     picked = []
     for task in dict.fromkeys(r["task"] for r in rows):
-        seen = set()
+        seen: set[str] = set()
         for r in sorted((r for r in rows if r["task"] == task and r["status"] == "ok"
                          and r["certified_epsilon"] > 0),
                         key=lambda r: (r["target_epsilon"], r["algorithm"], r["accountant"])):

@@ -82,7 +82,8 @@ import math
 import numpy as np
 import torch
 
-from ... import algorithms, graphs
+from ... import graphs
+from ...algorithms.doadp import MomentumDSGD
 from ...errors import DPNetError
 from ...runner import run
 from .. import source
@@ -131,7 +132,7 @@ def reference_run(alpha: float, beta: float, iterations: int, code: str) -> dict
     :func:`~.entries.run_code` of the task, keys it by the task's builder and data root)."""
     t = build(TASK)      # names, not modules: a module would put its prose in the run's key
     p = t.problem
-    alg = algorithms.MomentumDSGD(alpha, REFERENCE_GAMMA, beta, batch_size=min(
+    alg = MomentumDSGD(alpha, REFERENCE_GAMMA, beta, batch_size=min(
         DOADP_BATCH, t.m))
     try:
         res = run(alg, p, t.graph, iterations, x0=t.x0, seed=0, log_every=iterations,
@@ -164,6 +165,7 @@ def _cnn(spec: tasks.TaskSpec, dataset: str | None) -> tasks.Task:
     problem = source.cnn_problem("mnist", spec.n_agents, held_out=held,
                                  eval_samples=METRIC_SAMPLES)
     m = problem.m
+    assert m is not None            # cnn_problem splits evenly: equal local sizes
     val = source.held_out_images(len(train.y), held)
     evals = {"val": (train.X[val], train.y[val]), "test": (test.X, test.y)}
 

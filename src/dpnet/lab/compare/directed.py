@@ -72,18 +72,21 @@ The privacy guarantees cover what the theorems observe: the messages.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
-from ... import algorithms, graphs, noise
-from ...algorithms.wang_basar_ternary import TernaryDP
+from ... import graphs, noise
+from ...algorithms.cwz_quantized import CWZQuantized
+from ...algorithms.directed_dpgt import DirectedDPGT
+from ...algorithms.wang_basar_ternary import TernaryDP, WangBasarTernary
 from ...errors import require
 from ...problems import LogisticRegression
 from . import tasks
 from .entries import Entry, register
 
 #: the task's digraph pair (paper 003's experiments: two different strongly connected digraphs)
-DIGRAPH = {"p": 0.3, "seed": 0}
+DIGRAPH: dict[str, Any] = {"p": 0.3, "seed": 0}
 #: Wang-Basar's clamp of the messages (not of the states): a larger one costs quantizer variance
 #: ``2 b^2`` with ``b > a`` (a = 3 left the logistic task's rows above the start)
 TERNARY_CLAMP = 1.0
@@ -105,7 +108,7 @@ def _directed_logistic(spec: tasks.TaskSpec, dataset: str | None) -> tasks.Task:
         stochastic W."""
         return tasks.best_noise_free(task, [
             (f"push-pull gradient tracking (alpha = beta = 0.5, gamma = {gamma:g})", gamma,
-             algorithms.DirectedDPGT(0.5, 0.5, gamma)) for gamma in REFERENCE_GAMMAS], K)
+             DirectedDPGT(0.5, 0.5, gamma)) for gamma in REFERENCE_GAMMAS], K)
 
     task = tasks.Task(spec, problem, g, problem.m, 1.0, score, x0,
                       (*notes, f"graph: {g!r}, R rows and C columns sum to 1, every agent a "
@@ -154,13 +157,13 @@ def _needs_undirected(task) -> str | None:
 
 # -- paper 003, Algorithm 1 -------------------------------------------------------------------
 
-def _dpgt(trial: dict, task, s1: bool) -> algorithms.DirectedDPGT:
+def _dpgt(trial: dict, task, s1: bool) -> DirectedDPGT:
     L = record_smoothness(task)
     require(trial["gamma"] <= 2 / L, "gamma", trial["gamma"],
             f"gamma <= 2/L = {2 / L:.4g} (the nonexpansive step that makes Lemma 4 sound here)")
     unit = [noise.Laplace(1.0, power=-trial["p"]) if s1 else noise.Laplace(1.0) for _ in "xy"]
-    return algorithms.DirectedDPGT(trial["alpha"], trial["alpha"], trial["gamma"], batch=None,
-                                   noise_x=unit[0], noise_y=unit[1])
+    return DirectedDPGT(trial["alpha"], trial["alpha"], trial["gamma"], batch=None,
+                        noise_x=unit[0], noise_y=unit[1])
 
 
 def _cwz_constants(task) -> dict[str, float]:
@@ -211,18 +214,18 @@ class _Ternary(TernaryDP):
         return _Ternary(q.a, q.b)
 
 
-def _wang_basar(t: dict, task) -> algorithms.WangBasarTernary:
+def _wang_basar(t: dict, task) -> WangBasarTernary:
     _dsgd_check(task, WB_COUPLING, t["lambda0"], "wang_basar_ternary")
-    alg = algorithms.WangBasarTernary(t["lambda0"], t["u"], WB_COUPLING, WB_COUPLING_DECAY,
-                                      task.m, TERNARY_CLAMP, TERNARY_CLAMP + 1.0)
+    alg = WangBasarTernary(t["lambda0"], t["u"], WB_COUPLING, WB_COUPLING_DECAY,
+                           task.m, TERNARY_CLAMP, TERNARY_CLAMP + 1.0)
     alg.quantizer = _Ternary(TERNARY_CLAMP, TERNARY_CLAMP + 1.0)
     return alg
 
 
-def _cwz_quantized(t: dict, task) -> algorithms.CWZQuantized:
+def _cwz_quantized(t: dict, task) -> CWZQuantized:
     _dsgd_check(task, CWZ_COUPLING, t["beta0"], "cwz_quantized")
-    return algorithms.CWZQuantized(CWZ_COUPLING, CWZ_COUPLING_DECAY, t["beta0"], 0.6, task.m,
-                                   1.0, t["p_sigma"])
+    return CWZQuantized(CWZ_COUPLING, CWZ_COUPLING_DECAY, t["beta0"], 0.6, task.m,
+                        1.0, t["p_sigma"])
 
 
 def _record_c(task) -> dict[str, float]:

@@ -32,6 +32,13 @@ import numpy as np
 import torch
 
 from ... import algorithms, compression, graphs, noise
+from ...algorithms.decor import DECOR
+from ...algorithms.diadsp import DiaDSP
+from ...algorithms.doadp import DOADP
+from ...algorithms.dp_sgd import DPSGD
+from ...algorithms.dpp2 import DPP2
+from ...algorithms.pgtc import PGTC
+from ...algorithms.ppdc import PPDC
 from ...errors import ParameterError
 from ...privacy import accountants
 from ...problems import LogisticRegression, NeuralProblem
@@ -154,11 +161,11 @@ def _local_only(task):
     return task.problem, graphs.from_weights(np.eye(n), name="no communication"), task.x0
 
 
-def _dp_sgd(t, task) -> algorithms.DPSGD:
+def _dp_sgd(t, task) -> DPSGD:
     # the rate B/m of the task's agents: the central curator's expected batch is then n B
-    return algorithms.DPSGD(t["lr"], 1.0, clip=1.0, sampling="poisson",
-                            rate=min(1.0, t["batch"] / task.m),
-                            ema_decay=t.get("ema_decay", 0.0))
+    return DPSGD(t["lr"], 1.0, clip=1.0, sampling="poisson",
+                 rate=min(1.0, t["batch"] / task.m),
+                 ema_decay=t.get("ema_decay", 0.0))
 
 
 def _needs_clip(task) -> str | None:
@@ -183,10 +190,10 @@ DP_SGD_MAPPING = ("the practitioner's recipe on the task's record relation direc
                   "post-processing of the messages)")
 
 
-def _doadp_poisson(t, task) -> algorithms.DOADP:
-    return algorithms.DOADP(t["alpha"], 0.5, t.get("beta", 0.0), sigma=1.0,
-                            clip=1.0, sampling="poisson",
-                            batch_size=min(int(t.get("batch", DOADP_BATCH)), task.m))
+def _doadp_poisson(t, task) -> DOADP:
+    return DOADP(t["alpha"], 0.5, t.get("beta", 0.0), sigma=1.0,
+                 clip=1.0, sampling="poisson",
+                 batch_size=min(int(t.get("batch", DOADP_BATCH)), task.m))
 
 
 #: the mapping of the Poisson twins of the fixed-batch rows (DO-ADP's, DP-DDA's)
@@ -197,10 +204,10 @@ POISSON_TWIN = ("as the {row} row, with Poisson batches instead of the fixed one
                 "(REPLACE_ONE), which the paper's Theorem 1 and proof do not cover; same grid")
 
 
-def _decor(t, task) -> algorithms.DECOR:
-    return algorithms.DECOR(t["lr"], 1.0, DECOR_PAIR_RATIO, clip=1.0, sampling="poisson",
-                            rate=min(1.0, t["batch"] / task.m),
-                            ema_decay=t.get("ema_decay", 0.0))
+def _decor(t, task) -> DECOR:
+    return DECOR(t["lr"], 1.0, DECOR_PAIR_RATIO, clip=1.0, sampling="poisson",
+                 rate=min(1.0, t["batch"] / task.m),
+                 ema_decay=t.get("ema_decay", 0.0))
 
 
 #: DECOR's pairwise multiplier over its independent one (calibration keeps the ratio)
@@ -229,26 +236,26 @@ def register(e: Entry) -> Entry:
 
 for _e in (
     Entry("diadsp", _grid((0.3, 1.0), "eta", (0.95, 0.99)),
-          lambda t, task: algorithms.DiaDSP(t["eta"], _lap(t["q"]), _lap(t["q"])),
+          lambda t, task: DiaDSP(t["eta"], _lap(t["q"]), _lap(t["q"])),
           _xie_m, "xie", "pld", "paper 000 Theorem 3 (as PGTC with C = I): M = R/m"),
     Entry("pgtc", _grid((0.1, 0.3), "eta", (0.95, 0.99)),
-          lambda t, task: algorithms.PGTC(
+          lambda t, task: PGTC(
               t["eta"], 0.2, 0.5, 0.5, compression.TopK(max(1, task.problem.dim // 4)),
               1.0, 1.0, q=t["q"]),
           _xie_m, "xie", "pld", "paper 000 Theorem 3, Top-k (k = d/4) compression: M = R/m"),
     Entry("ppdc", _grid((0.01, 0.03), "eta", (0.95, 0.99)),
-          lambda t, task: algorithms.PPDC(t["eta"], 65.0, 5.0, 0.5, None, 1.0, 1.0, q=t["q"]),
+          lambda t, task: PPDC(t["eta"], 65.0, 5.0, 0.5, None, 1.0, 1.0, q=t["q"]),
           _xie_m, "xie", "pld", "paper 000 Theorem 6 (uncompressed): M = R/m"),
     Entry("dpp2", _grid((0.1, 0.3), "alpha", (0.95, 0.99)),
-          lambda t, task: algorithms.DPP2(t["alpha"], t["alpha"] / 2.5, 10.0, noise_w=1.0,
-                                          noise_e=1.0, r=t["q"]),
+          lambda t, task: DPP2(t["alpha"], t["alpha"] / 2.5, 10.0, noise_w=1.0,
+                               noise_e=1.0, r=t["q"]),
           lambda task: {"adjacency_radius": task.sensitivity}, "ou", "pld",
           "paper 004 Theorem 3: adjacency_radius (the paper's delta) = 2R/m"),
     Entry("doadp", _grid((0.1, 1.0), "alpha", BATCHES, "batch"),
-          lambda t, task: algorithms.DOADP(t["alpha"], 0.5, t.get("beta", 0.0), sigma=1.0,
-                                           clip=1.0,
-                                           batch_size=min(int(t.get("batch", DOADP_BATCH)),
-                                                          task.m)),
+          lambda t, task: DOADP(t["alpha"], 0.5, t.get("beta", 0.0), sigma=1.0,
+                                clip=1.0,
+                                batch_size=min(int(t.get("batch", DOADP_BATCH)),
+                                               task.m)),
           lambda task: {"gradient_bound": 1.0}, "proof", "pld",
           "paper 001's own record relation: l2 clipping at G = 1, a fixed batch B in 16, 64 (m "
           "if smaller) drawn without replacement, alpha in 0.1, 1 without momentum (the old grid "

@@ -8,12 +8,12 @@ import json
 import math
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 
-from ...algorithms import GradientTracking
+from ...algorithms.diadsp import GradientTracking
 from ...errors import DPNetError, ParameterError
 from ...privacy import accountants
 from ...runner import run
@@ -131,7 +131,8 @@ def _curves(task, dataset, cal, horizon, jobs, log) -> dict:
                                      code=run_code(task, n)))
             for n, p, e, a in keys]
     table = execute(runs, jobs, log)
-    out = {k: {"ran": False} for k in cal}      # a refused calibration runs nothing
+    # a refused calibration runs nothing
+    out: dict[Any, dict[str, Any]] = {k: {"ran": False} for k in cal}
     for (n, p, e, a), row in zip(keys, table.rows):
         pure = accountants.is_pure(a)
         out[n, p, e, a] = {"ran": True, "rdp": row.get("rdp") if row["status"] == "ok" else None,
@@ -184,7 +185,8 @@ def compare(tasks: Sequence[str] | None = None, epsilons=EPSILONS,
         grid = {n: entry(n).search(task)[: QUICK_TRIALS if quick else None] for n in names_here}
         second = {n: (entry(n).tight if tight == "entry" else None if tight == "none" else tight)
                   for n in names_here}
-        accs = {n: [entry(n).default] + ([second[n]] if second[n] and second[n] != entry(
+        # cast: second[n] is a str where truthy
+        accs = {n: [entry(n).default] + ([cast(str, second[n])] if second[n] and second[n] != entry(
             n).default else []) for n in names_here}
         # every configuration under every row's accountant: the default's are the search's
         # trials, and each row's charge takes the largest over the configurations it may publish

@@ -99,11 +99,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any, cast
 
 import numpy as np
 import torch
 
-from ... import algorithms, graphs
+from ... import graphs
+from ...algorithms.dmod import DMOD
+from ...algorithms.dola import DOLA
+from ...algorithms.dpdda import DPDDA
+from ...algorithms.dpdo import DPDO
+from ...algorithms.ldol import LDOL
+from ...algorithms.ldp_online import LDPOnline
 from ...errors import ParameterError, require
 from ...privacy.mechanism import Mechanism, Releases
 from ...problems import LogisticRegression
@@ -220,7 +227,8 @@ def reg(task) -> float:
     """The regulariser ``reg`` of the task's loss: its sample model's on a :class:`RecordStream`, else the
     problem's own."""
     p = task.problem
-    return float(p.model.reg if isinstance(p, RecordStream) else p.reg)
+    # a RecordStream's sample model has a reg (the protocol SampleModel does not declare it)
+    return float(cast(Any, p.model).reg if isinstance(p, RecordStream) else p.reg)
 
 
 def l1_data_bound(task) -> float:
@@ -274,7 +282,7 @@ def _releases(alg, problem, iterations: int, L: float | None, count: int, why: s
                                          relation="replace_one"))]
 
 
-class DOLAOnTask(algorithms.DOLA):
+class DOLAOnTask(DOLA):
     """DOLA whose :meth:`mechanism` is its releases under the record relation (module
     docstring): one release on a :class:`RecordStream` (parallel composition over records), all
     ``T`` on a finite sum."""
@@ -288,7 +296,7 @@ class DOLAOnTask(algorithms.DOLA):
                             else "a record moves every release at a common point (L = R/m)"))
 
 
-class DMODOnTask(algorithms.DMOD):
+class DMODOnTask(DMOD):
     """DMOD whose :meth:`mechanism` charges every release after a stream record's step
     (``[DERIVED]``, module docstring): ``T`` releases of sensitivity ``2 alpha_t sqrt(D) R``."""
 
@@ -302,20 +310,20 @@ class DMODOnTask(algorithms.DMOD):
 
 # ---- builders (the conditions the mappings rest on are checked here) -----------------------------
 
-def _ldp_online(t: dict, task) -> algorithms.LDPOnline:
+def _ldp_online(t: dict, task) -> LDPOnline:
     top = 1.0 - float(_self_weights(task.graph).max())
     require(t["lambda0"] * reg(task) <= top, "lambda0", t["lambda0"],
             f"lambda0 * lambda <= 1 - max_i |w_ii| = {top:.4g} (the regulariser folds into the "
             "self-weight without breaking Theorem 5's 1 - wbar)")
-    return algorithms.LDPOnline(t["lambda0"], 0.71, 1.0, t["varsigma"])
+    return LDPOnline(t["lambda0"], 0.71, 1.0, t["varsigma"])
 
 
-def _ldol(t: dict, task) -> algorithms.LDOL:
+def _ldol(t: dict, task) -> LDOL:
     top = float(_self_weights(task.graph).max())
     require(top + t["lambda0"] * reg(task) <= 1.0, "lambda0", t["lambda0"],
             f"gamma0 max_i |w_ii| + lambda0 lambda <= 1 (gamma0 = 1, max |w_ii| = {top:.4g})")
-    return algorithms.LDOL(t["lambda0"], 0.71, 1.0, 0.7, 1.0, t["varsigma"],
-                           radius=x_star_radius(task))
+    return LDOL(t["lambda0"], 0.71, 1.0, 0.7, 1.0, t["varsigma"],
+                radius=x_star_radius(task))
 
 
 def _dola(t: dict, task) -> DOLAOnTask:
@@ -328,20 +336,20 @@ def _dmod(t: dict, task) -> DMODOnTask:
     return DMODOnTask(t["alpha0"], t["power"], 1.0, radius=x_star_radius(task))
 
 
-def _dpdo(t: dict, task) -> algorithms.DPDO:
+def _dpdo(t: dict, task) -> DPDO:
     p = t["p"]
-    return algorithms.DPDO(t["c"], p, 0.5 * (1.0 + p), 1.0, radius=x_star_radius(task),
-                           batch_size=1 if kind(task) == "stream" else None)
+    return DPDO(t["c"], p, 0.5 * (1.0 + p), 1.0, radius=x_star_radius(task),
+                batch_size=1 if kind(task) == "stream" else None)
 
 
-def _dp_dda(t: dict, task) -> algorithms.DPDDA:
-    return algorithms.DPDDA(t["beta0"], sigma=1.0, clip=1.0,
-                            batch_size=min(int(t["batch"]), task.m), radius=x_star_radius(task))
+def _dp_dda(t: dict, task) -> DPDDA:
+    return DPDDA(t["beta0"], sigma=1.0, clip=1.0,
+                 batch_size=min(int(t["batch"]), task.m), radius=x_star_radius(task))
 
 
-def _dp_dda_poisson(t: dict, task) -> algorithms.DPDDA:
-    return algorithms.DPDDA(t["beta0"], sigma=1.0, clip=1.0, sampling="poisson",
-                            batch_size=min(int(t["batch"]), task.m), radius=x_star_radius(task))
+def _dp_dda_poisson(t: dict, task) -> DPDDA:
+    return DPDDA(t["beta0"], sigma=1.0, clip=1.0, sampling="poisson",
+                 batch_size=min(int(t["batch"]), task.m), radius=x_star_radius(task))
 
 
 def _half_difference(task) -> float:

@@ -139,7 +139,7 @@ def best_noise_free(task: Task, candidates, K: int, problem=None) -> dict[str, A
     ``candidates`` from ``x0`` for ``K`` iterations (on ``problem``, default the task's) and keep
     the best test utility; a run that diverges is no candidate. Returns ``method`` (the label),
     ``eta``, ``noise_free`` and ``accuracy`` (NaN when every candidate diverged)."""
-    best = {"method": "none (every candidate diverged)", "eta": float("nan"),
+    best: dict[str, Any] = {"method": "none (every candidate diverged)", "eta": float("nan"),
             "noise_free": float("nan"), "accuracy": float("nan")}
     for label, step, algorithm in candidates:
         try:

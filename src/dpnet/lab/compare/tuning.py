@@ -64,6 +64,7 @@ class Charge:
         if self.trial_rdp is not None and (runs == 0 or self.run_rdp is not None):
             total = selection.selection_rdp(ORDERS, self.trial_rdp, law)
             if runs:
+                assert self.run_rdp is not None     # the condition above, with runs != 0
                 total = total + runs * self.run_rdp
             best = bridge.epsilon_of_rdp(ORDERS, total, delta)
         if self.trial_pure is not None and (runs == 0 or self.run_pure is not None):

@@ -14,11 +14,18 @@ from __future__ import annotations
 import functools
 import math
 import time
+from typing import cast
 
 import numpy as np
 import torch
 
-from ... import algorithms, data, graphs, models
+from ... import data, graphs, models
+from ...algorithms.dgd import DSGD
+from ...algorithms.dmod import DMOD
+from ...algorithms.dola import DOLA
+from ...algorithms.dpdo import DPDO
+from ...algorithms.ldol import LDOL
+from ...algorithms.ldp_online import LDPOnline
 from ...errors import NonFiniteError
 from ...network import Network
 from ...problems.online import LogisticSamples, NeuralSamples, OnlineProblem
@@ -37,27 +44,27 @@ def algorithm(method: str, v: float, sigma0: float, T: int, problem, graph, d: f
     """``method`` with the paper's parameters; DOLA/DMOD/PDOP (step ``step``) calibrated to the
     largest of Algorithm 1's budgets over T (l1 bound d for Algorithm 1, l2 bound L for theirs),
     then their noise multiplied by ``noise_x`` (a counterfactual's change)."""
-    a1 = algorithms.LDPOnline(1.0, v, sigma0, VS)
+    a1 = LDPOnline(1.0, v, sigma0, VS)
     if method == "Algorithm 1":
         return a1
     if method == "DSGD":
-        return algorithms.DSGD(1.0, batch_size=problem.batch, power=v)
+        return DSGD(1.0, batch_size=problem.batch, power=v)
     if method == "LDOL":       # §IV-B(i) compares (17) with Algorithm 1 at u - varsigmachk = varsigma
-        return algorithms.LDOL(1.0, 0.71, 1.0, 0.7, sigma0, 0.7 - VS, radius=radius)
+        return LDOL(1.0, 0.71, 1.0, 0.7, sigma0, 0.7 - VS, radius=radius)
     target = a1.privacy(problem, graph, iterations=T, l1_gradient_bound=d).epsilon
     if method == "PDOP":
-        a = algorithms.DPDO.for_chen_wang(step, target, L, problem.dim, radius, iterations=T)
-        return algorithms.DPDO(a.c, a.p, a.q, a.M * noise_x, radius, batch_size=problem.batch)
-    cls = {"DOLA": algorithms.DOLA, "DMOD": algorithms.DMOD}[method]
-    a = cls(step, 0.5, 1.0, radius).calibrate(target, problem, graph, T, gradient_bound=L)
-    return cls(step, 0.5, a.noise_scale * noise_x, radius)
+        a = DPDO.for_chen_wang(step, target, L, problem.dim, radius, iterations=T)
+        return DPDO(a.c, a.p, a.q, a.M * noise_x, radius, batch_size=problem.batch)
+    cls = {"DOLA": DOLA, "DMOD": DMOD}[method]
+    tuned = cls(step, 0.5, 1.0, radius).calibrate(target, problem, graph, T, gradient_bound=L)
+    return cls(step, 0.5, tuned.noise_scale * noise_x, radius)
 
 
 def budget(alg, problem, graph, T, d, L) -> dict:
     """The run's own budget (its own accountant) and noise parameter (nu_0, mu_1 or M)."""
-    if isinstance(alg, algorithms.DSGD):
+    if isinstance(alg, DSGD):
         return {"own_budget": math.inf, "noise": 0.0}
-    noise = alg.M if isinstance(alg, algorithms.DPDO) else getattr(alg, "noise_scale", None)
+    noise = alg.M if isinstance(alg, DPDO) else getattr(alg, "noise_scale", None)
     return {"own_budget": alg.privacy(problem, graph, T, l1_gradient_bound=d,
                                       gradient_bound=L).epsilon,
             "noise": float(np.max(alg.sigma0)) / math.sqrt(2) if noise is None else noise}
@@ -68,7 +75,7 @@ def _mushrooms(root: str):
     X, y, _ = source.binary("mushrooms")
     problem = OnlineProblem(LogisticSamples(X, y, reg=REG), M_AGENTS, batch=BATCH,
                             name="mushrooms-online")
-    model, n = problem.model, problem.dim
+    model, n = cast(LogisticSamples, problem.model), problem.dim       # the model built above
     d = model.data_gradient_bound(1) + REG * RADIUS * n          # iterates in [-R, R]^n
     L = model.data_gradient_bound(2) + REG * RADIUS * math.sqrt(n)
     return problem, graphs.ring(M_AGENTS, weight=0.3), problem.optimum(), d, L
@@ -134,7 +141,7 @@ def cnn_run(name: str, method: str, mode: str, T: int, every: int, seed: int, ba
     try:
         res = run(alg, problem, graph, T, seed=seed, log_every=T, reference=None,
                   network=Network(graph, dtype=torch.float32, rng=Streams(seed)),
-                  callback=lambda k, s: evaluate(k, s["x"]) if k % every == 0 or k == T else 0)
+                  callback=lambda k, s: evaluate(k, s["x"]) if k % every == 0 or k == T else None)
         agents = float(np.mean(model.evaluate(torch.from_numpy(res.x), *evalsets["test"])
                                ["accuracy"]))
     except NonFiniteError as err:

@@ -14,11 +14,16 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any
 
 import numpy as np
 import torch
 
-from ... import algorithms, checkpoints, graphs
+from ... import checkpoints, graphs
+from ...algorithms.doadp import DOADP
+from ...algorithms.dpdda import DPDDA
+from ...algorithms.dpdo import DPDO
+from ...algorithms.pgtc import PGTC
 from ...compression import TopK
 from ...errors import ParameterError
 from ...network import Network
@@ -31,8 +36,8 @@ from .. import source
 from ..store import run_folder
 
 N_AGENTS, IOTA, G_LR, DELTA0, DELTA, CNN_DELTA0 = 20, 7.0, 1.0, 1e-5, 1e-5, 1e-7
-LR_STEPS = dict(alpha=0.001, gamma=0.05, beta=0.15)
-CNN_STEPS = dict(alpha=0.01, gamma=0.05, beta=0.15)
+LR_STEPS: dict[str, Any] = dict(alpha=0.001, gamma=0.05, beta=0.15)
+CNN_STEPS: dict[str, Any] = dict(alpha=0.01, gamma=0.05, beta=0.15)
 CNN_RATES = {"100%": (1.0, 1.0), "80%": (0.8, 1.0), "40%": (1.0, 0.4), "32%": (0.8, 0.4)}
 ROOT = lambda: str(source._SOURCE["root"])  # noqa: E731  (the data root keys the setup caches)
 
@@ -99,23 +104,23 @@ def lr_algorithm(method: str, problem, T: int, epsilon, p: float, ratio: float,
                                                                               accountant)
         # the noise's random walk in xbar through the momentum, per coordinate
         walk = LR_STEPS["alpha"] * sigma * math.sqrt(p * T / N_AGENTS) / (1 - LR_STEPS["beta"])
-        return (algorithms.DOADP(sigma=sigma, p=p, k=k, coordinate_clip=clip, **LR_STEPS),
+        return (DOADP(sigma=sigma, p=p, k=k, coordinate_clip=clip, **LR_STEPS),
                 {"sigma": sigma, "sigma_from": how, "walk": walk})
     if method == "DPDO":
         pp = 0.1 ** (1.0 / T)                 # the step decays to 10 % over the run
         G = float(torch.linalg.vector_norm(problem.A, dim=2).max()) + R * math.sqrt(d) / q
-        alg = algorithms.DPDO(c=0.01, p=pp, q=0.5 * (1 + pp), M=1.0, radius=R).calibrate(
+        dpdo = DPDO(c=0.01, p=pp, q=0.5 * (1 + pp), M=1.0, radius=R).calibrate(
             epsilon, problem, graph(), T, gradient_bound=G, adjacency="record")
-        return alg, {**info, "sigma": alg.M, "sigma_from": f"Laplace composition, G = {G:.4g}"}
+        return dpdo, {**info, "sigma": dpdo.M, "sigma_from": f"Laplace composition, G = {G:.4g}"}
     if method == "DP-DDA":
         sigma = doadp_sigma(epsilon, huo.DOADPStep(G_LR, d, d, 0.24, q, T), "rdp")[0]
         beta0 = math.sqrt(G_LR ** 2 + d * sigma ** 2) / R
-        return (algorithms.DPDDA(beta0=beta0, sigma=sigma, p=0.24, coordinate_clip=clip),
+        return (DPDDA(beta0=beta0, sigma=sigma, p=0.24, coordinate_clip=clip),
                 {**info, "sigma": sigma, "sigma_from": f"RDP, beta0 = {beta0:.4g}"})
-    alg = algorithms.PGTC(eta=LR_STEPS["alpha"], gamma=LR_STEPS["gamma"], alpha_x=0.5,
-                          alpha_y=0.5, compressor=TopK(max(1, round(0.12 * d))), noise_x=1.0,
-                          noise_y=1.0, q=0.99999, batch_size=1,
-                          coordinate_clip=clip)
+    alg = PGTC(eta=LR_STEPS["alpha"], gamma=LR_STEPS["gamma"], alpha_x=0.5,
+               alpha_y=0.5, compressor=TopK(max(1, round(0.12 * d))), noise_x=1.0,
+               noise_y=1.0, q=0.99999, batch_size=1,
+               coordinate_clip=clip)
     alg = alg.calibrate(epsilon, problem, graph(), iterations=T, gradient_bound=G_LR)
     return alg, {**info, "sigma": alg.noise_x.per_agent_params(0, N_AGENTS)["scale"],
                  "sigma_from": "paper 000's Theorem 3"}
@@ -157,8 +162,8 @@ def cnn_run(rate: str, epsilon: float | None, G: float, clipped: bool, epochs: f
                          batch_size=batch)
     sigma, how = (0.0, "noise-free") if epsilon is None else doadp_sigma(epsilon, mech,
                                                                           accountant, CNN_DELTA0)
-    alg = algorithms.DOADP(sigma=sigma, p=p, k=k, coordinate_clip=G if clipped else None,
-                           batch_size=batch, **CNN_STEPS)
+    alg = DOADP(sigma=sigma, p=p, k=k, coordinate_clip=G if clipped else None,
+                batch_size=batch, **CNN_STEPS)
     snap = run_folder() / "checkpoint.pt"
     net = Network(graph(), float_bits=32, rng=Streams(seed), dtype=torch.float32)
 

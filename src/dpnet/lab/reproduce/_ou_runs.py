@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from ... import graphs, noise, problems
-from ...algorithms import DPP2, PPDC, DiaDSP, GradientTracking
+from ...algorithms.diadsp import DiaDSP, GradientTracking
+from ...algorithms.dpp2 import DPP2
+from ...algorithms.ppdc import PPDC
 from ...runner import run
 
 N, DIM, SAMPLES, LAM, OMEGA = 50, 10, 200, 1e-3, 1.0

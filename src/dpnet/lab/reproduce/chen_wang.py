@@ -25,7 +25,8 @@ import math
 
 import numpy as np
 
-from ... import algorithms, graphs, models
+from ... import graphs, models
+from ...algorithms.ldp_online import LDPOnline
 from ...privacy import chen_wang as cw
 from .. import source
 from . import DATA, Prose, register
@@ -151,7 +152,7 @@ def _fig1_settings(quick: bool) -> dict:
 def _fig1_budgets(t: Table, quick: bool):
     problem, graph, _, d, _ = mushrooms()
     T = _fig1_horizon(quick)[0]
-    eps = algorithms.LDPOnline(1.0, 0.71, 0.1 * math.sqrt(2), VS).privacy(
+    eps = LDPOnline(1.0, 0.71, 0.1 * math.sqrt(2), VS).privacy(
         problem, graph, iterations=T, l1_gradient_bound=d).per_agent
     return BUDGETS(T=T, d=d, no_c3=cw.NO_C3), [
         {"agent i": i + 1, "varsigma_i": v, "eps_i": e, "eps_i / d": e / d}
@@ -267,7 +268,8 @@ def _cnn_checks() -> list[Check]:
                       fields={**f, "base": b}) for b in BASELINES]
         out.append(Check("cnn-best", _cnn_check(p, "best"), _negligible(p), case=p, fields=f))
         out.append(Check("cnn-dsgd", _cnn_check(p, "DSGD"), Diagnosis("slowed", changed(
-            lambda r, p=p: r.tags.get("panel") == p, T=lambda T: 2 * T)), case=p, fields=f))
+            lambda r, p=p: r.tags.get("panel") == p,  # type: ignore[misc]  # a default binds p
+            T=lambda T: 2 * T)), case=p, fields=f))
     return out
 
 

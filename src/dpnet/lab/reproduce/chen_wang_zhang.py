@@ -22,13 +22,19 @@ from __future__ import annotations
 import functools
 import math
 import time
+from typing import Any
 
 import numpy as np
 import torch
 
-from ... import algorithms, checkpoints, graphs, models
+from ... import checkpoints, graphs, models
+from ...algorithms.cwz_quantized import CWZQuantized
 from ...algorithms.cwz_schemes import lemma2_matrix, scheme_s1, scheme_s2, spectral_radius
-from ...algorithms.kang_wddp import server_graph
+from ...algorithms.directed_dpgt import DirectedDPGT
+from ...algorithms.kang_wddp import KangWDDP, server_graph
+from ...algorithms.ldol import LDOL
+from ...algorithms.wang_basar_ternary import WangBasarTernary
+from ...algorithms.yan_binomial import YanBinomial
 from ...errors import NonFiniteError
 from ...network import Network
 from ...noise import Laplace
@@ -59,9 +65,9 @@ COUPLING0 = 0.1               # initial coupling of [36], [39], [41]: with 1.0 a
 SWEEP = (0.1, 0.01, 0.001)    # cwz-fig3, not in the paper: S2's sigma (p = 0.9996) scaled down
 CHANCE = 0.1                  # ten classes
 # full: the size of the committed reports (ResNet-18 on all data is out of reach: see the choices)
-SIZE = {False: dict(iterations=K + 1, every=100, eval_samples=1000, per_agent=None,
-                    batch_cap=None),
-        True: dict(iterations=1, every=1, eval_samples=20, per_agent=60, batch_cap=4)}
+SIZE: dict[bool, dict[str, Any]] = {
+    False: dict(iterations=K + 1, every=100, eval_samples=1000, per_agent=None, batch_cap=None),
+    True: dict(iterations=1, every=1, eval_samples=20, per_agent=60, batch_cap=4)}
 DATASETS = {False: ("mnist",), True: ("mnist", "cifar10")}
 FIELDS = dict(c_adj=C_ADJ, baseline_sigma=BASELINE_SIGMA, batch=BATCH, oracle_batch=ORACLE_BATCH)
 
@@ -97,14 +103,14 @@ def baselines(batch: int, d: int, noise: float = 1.0) -> dict:
     server, und, s = server_graph(N_AGENTS), undirected_fig1(), BASELINE_SIGMA * noise
     d_inf = yan.sensitivities(C_ADJ, batch, 2.0 / 15, d)[0]          # 16 levels on [-1, 1]
     return {
-        "[33] Kang et al.": (algorithms.KangWDDP(0.1, s, batch), server),
-        "[36] Wang & Basar": (algorithms.WangBasarTernary(0.3, 0.6, COUPLING0, 0.55, batch, 1.0,
-                                                          1.0 + s), und),
-        "[37] Yan et al.": (algorithms.YanBinomial(0.1, batch, 16, 1.0,
-                                                   yan.min_trials(0.5, d, 1e-6, d_inf)), server),
-        "[39] LDOL": (algorithms.LDOL(0.3, 0.6, COUPLING0, 0.55, s * math.sqrt(2.0), 0.01), und),
-        "[41] Chen, Wang & Zhang": (algorithms.CWZQuantized(COUPLING0, 0.55, 0.3, 0.6, batch, s,
-                                                            0.01), und)}
+        "[33] Kang et al.": (KangWDDP(0.1, s, batch), server),
+        "[36] Wang & Basar": (WangBasarTernary(0.3, 0.6, COUPLING0, 0.55, batch, 1.0,
+                                               1.0 + s), und),
+        "[37] Yan et al.": (YanBinomial(0.1, batch, 16, 1.0,
+                                        yan.min_trials(0.5, d, 1e-6, d_inf)), server),
+        "[39] LDOL": (LDOL(0.3, 0.6, COUPLING0, 0.55, s * math.sqrt(2.0), 0.01), und),
+        "[41] Chen, Wang & Zhang": (CWZQuantized(COUPLING0, 0.55, 0.3, 0.6, batch, s,
+                                                 0.01), und)}
 
 
 def algorithm(method: str, p: float, noise: float, d: int, batch: int):
@@ -117,8 +123,8 @@ def algorithm(method: str, p: float, noise: float, d: int, batch: int):
     def lap():   # Laplace(b, power=c) draws Lap(b / (k+1)^c)
         return Laplace(noise, power=-p) if method == "S1" else Laplace(noise * p ** K)
 
-    return algorithms.DirectedDPGT(s.alpha, s.beta, s.gamma, batch=min(s.m, batch),
-                                   noise_x=lap(), noise_y=lap(), form=FORM), graphs.cwz_fig1()
+    return DirectedDPGT(s.alpha, s.beta, s.gamma, batch=min(s.m, batch),
+                        noise_x=lap(), noise_y=lap(), form=FORM), graphs.cwz_fig1()
 
 
 # ---- the runs --------------------------------------------------------------------------------
@@ -129,13 +135,16 @@ def curve(dataset: str, method: str, p: float, noise: float, iterations: int, ev
     :func:`run_folder`, so an interrupted run resumes where it stopped)."""
     problem = source.cnn_problem(dataset, N_AGENTS, per_agent=per_agent, chunk=128,
                                  eval_samples=eval_samples)
+    # cnn_problem splits evenly (equal local sizes: m is set) and always gives a test split
+    assert problem.m is not None and problem.test is not None
     cap = min(problem.m, batch_cap or problem.m)
     alg, graph = algorithm(method, p, noise, problem.dim, cap)
     snap = run_folder() / "snapshot.pt"
     resume = checkpoints.load(snap) if snap.is_file() else None
     if alg.name == "ldol":   # eq. (17)'s all-data gradient -> the m-sample minibatch of the others
         rng, calls = Streams(seed), iter(range((resume or {}).get("iteration", 0) + 1, 1 << 62))
-        problem.grad = lambda X, agents=None: problem.stochastic_grad(
+        # the instance's grad is replaced on purpose (LDOL's oracle): method-assign ignored
+        problem.grad = lambda X, agents=None: problem.stochastic_grad(  # type: ignore[method-assign]
             X, rng, next(calls), min(ORACLE_BATCH, cap), agents)
     # Lemma 2's average v1^T x / n is free of the compact form's noise; baselines: plain mean
     w = torch.from_numpy(graph.v1 / graph.n).float() if alg.name == "directed_dpgt" else \
@@ -155,6 +164,7 @@ def curve(dataset: str, method: str, p: float, noise: float, iterations: int, ev
         return value
 
     names = ("train_accuracy", "test_accuracy", "test_agent0_accuracy")
+    out: dict[str, Any]
     start, out = time.perf_counter(), {"diverged_at": None, "n_train": int(problem.m * N_AGENTS),
                                        "n_test": len(problem.test[1]), "d": problem.dim}
     try:

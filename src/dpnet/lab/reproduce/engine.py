@@ -118,7 +118,8 @@ class Check:
         d = self.diagnosis
         if d is not None:
             words = prose.entry("diagnoses", d.name)
-            d = replace(d, **{k: prose.format(words[k], f, where) for k in ("cause", "change")})
+            d = replace(d, cause=prose.format(words["cause"], f, where),
+                        change=prose.format(words["change"], f, where))
         reason = self.not_applicable and prose.format(f"{{{self.not_applicable}}}", f, where)
         return replace(self, text=prose.format(entry["text"], f, where), diagnosis=d,
                        not_applicable=reason or None,

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -372,7 +373,7 @@ def _sweep_table(t: Table, quick: bool):
 
 
 def _cnn_tables(t: Table, quick: bool):
-    rows = [{"epsilon": e, **{k: v for i, r in enumerate(CNN_RATES) for k, v in
+    rows: list[dict[str, Any]] = [{"epsilon": e, **{k: v for i, r in enumerate(CNN_RATES) for k, v in
                               ((f"{r} measured", round(_acc(t, e, r), 2)),
                                (f"{r} paper", TABLE2[e][i]))}} for e in _eps(t)]
     rows.append({"epsilon": "no noise", "100% measured":

@@ -148,6 +148,7 @@ class Report:
             lines += ["## Diagnoses: cause and counterfactual of each claim not reproduced", ""]
             for c in diagnosed:
                 d = c.diagnosis
+                assert d is not None          # diagnosed keeps the claims with one
                 lines += [f"- **{_md(c.text)}**", f"  - cause: {_md(d['cause'])}"]
                 if d.get("change"):
                     lines += [f"  - counterfactual (one change: {_md(d['change'])}): the claim is "

@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any, cast
 
 import numpy as np
 import torch
 
 from ... import compression, graphs, noise, problems
-from ...algorithms import PGTC, PPDC, DiaDSP
+from ...algorithms.base import Algorithm
+from ...algorithms.diadsp import DiaDSP
+from ...algorithms.pgtc import PGTC
+from ...algorithms.ppdc import PPDC
 from ...errors import NonFiniteError
 from ...rng import Streams
 from ...runner import run
@@ -47,7 +51,7 @@ HORIZON = {("37", "a"): 10000, ("37", "b"): 1500, ("38", "a"): 5000, ("38", "b")
 SEEDS = {("37", "a"): (0, 1, 2), ("37", "b"): (0,), ("38", "a"): (0, 1), ("38", "b"): (0,)}
 
 
-def table_i(s: float, q: float, v_scale: float = 1.0) -> dict[str, object]:
+def table_i(s: float, q: float, v_scale: float = 1.0) -> dict[str, Algorithm]:
     """Table I's algorithms with noise ``Lap(s q^k)`` (PPDC's xi_v: ``v_scale s q^k``). The
     norm-sign rows have alpha >= 1/r = 2/d (Assumption 5 fails): run anyway, as in the paper."""
     top2, c2, c3, sv = compression.TopK(2), compression.BiasedQuantizer(2), \
@@ -78,7 +82,8 @@ def problem(which: str, m_scale: float = 1.0) -> problems.Problem:
     """(37) or (38) from data seed 0; ``m_scale`` multiplies the m_i of (38)."""
     if which == "37":
         return problems.NonconvexLogistic.random(N, M_SAMPLES, D, seed=0, lam=1e-3, alpha=1.0)
-    return problems.SinCos(problems.SinCos.random(N, D, seed=0).m.numpy() * m_scale, D)
+    # SinCos takes an array of the m_i too (it is annotated Sequence[float])
+    return problems.SinCos(cast(Any, problems.SinCos.random(N, D, seed=0).m.numpy() * m_scale), D)
 
 
 def fit_rate(R: np.ndarray, floor: float = 1e-22) -> dict:
@@ -283,8 +288,9 @@ def _noise_sum(s: float, q: float, purpose: str, seed: int, K: int = 100) -> flo
     """``||sum_{t<K} sum_i xi_{i,t}|| / n`` of a run's own draws (later terms are below rounding
     for q <= 0.2)."""
     lap, rng, agents = noise.Laplace(s, decay=q), Streams(seed), np.arange(N)
-    return float(sum(lap.sample(rng, purpose, t, agents, N, D).sum(0)
-                     for t in range(K)).norm()) / N
+    # a tensor: K >= 1 terms (sum's start 0 is only its type's other case)
+    return float(cast(torch.Tensor, sum(lap.sample(rng, purpose, t, agents, N, D).sum(0)
+                                        for t in range(K))).norm()) / N
 
 
 def _ceiling_note(report, t: Table, quick: bool) -> None:
