@@ -105,31 +105,32 @@ def main() -> int:
                 print(f"host 1 at {rate}: {seconds:.1f} s ({seconds / fast:.2f}x full speed), "
                       f"result differs by {diff:.1e}")
             hosts.slow(1, "10gbit")
-            fresh()
             victim = args.hosts - 1
-            j = hosts.dpnet_run(config, tmp / "killed", "killed")
-            j.running(tmp / "ckpt")
-            t0 = time.perf_counter()
-            j.kill(victim)
-            res = j.wait(args.timeout * 6 + 60, hosts=list(range(victim)))
-            stopped = time.perf_counter() - t0
-            named = all(rc not in (0, None) and "stopped at iteration" in log for rc, log in res)
+
+            def fault(tag: str, act) -> tuple[float, list]:
+                """Start a job, ``act(victim)`` once every rank checkpointed; the seconds until
+                the other hosts exited, and their (status, output)."""
+                fresh()
+                j = hosts.dpnet_run(config, tmp / tag, tag)
+                j.running(tmp / "ckpt")
+                t0 = time.perf_counter()
+                act(j, victim)
+                res = j.wait(args.timeout * 6 + 60, hosts=list(range(victim)))
+                return time.perf_counter() - t0, res
+
+            def stopped_named(res) -> bool:
+                return all(rc not in (0, None) and "stopped at iteration" in log for rc, log in res)
+
+            stopped, res = fault("killed", lambda j, h: j.kill(h))
+            named = stopped_named(res)
             failed |= not named
             seconds, diff, ok = job("killed", resume=True)   # the rerun: resume = "auto"
             failed |= not ok or diff > 1e-12
             print(f"host {victim} killed mid-run: the others stopped after {stopped:.1f} s "
                   f"(named error: {named}); the rerun resumed in {seconds:.1f} s, result "
                   f"differs by {diff:.1e}")
-            fresh()
-            j = hosts.dpnet_run(config, tmp / "unplugged", "unplugged")
-            j.running(tmp / "ckpt")
-            t0 = time.perf_counter()
-            hosts.unplug(victim)
-            res = j.wait(args.timeout * 6 + 60, hosts=list(range(victim)))
-            stopped = time.perf_counter() - t0
-            named = all(rc not in (0, None) and "stopped at iteration" in log
-                        for rc, log in res) and any("no answer within timeout" in log
-                                                    for _, log in res)
+            stopped, res = fault("unplugged", lambda j, h: hosts.unplug(h))
+            named = stopped_named(res) and any("no answer within timeout" in log for _, log in res)
             failed |= not named
             print(f"host {victim} unplugged mid-run: the others stopped after {stopped:.1f} s "
                   f"(timeout = {args.timeout} s; named error: {named})")

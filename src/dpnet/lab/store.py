@@ -363,10 +363,11 @@ def execute(runs: Sequence[Run], jobs: int = 1, log: Callable[[str], None] | Non
     root = str(cache_root())
     run_keys = [r.key for r in runs]
     todo = {k: r for k, r in zip(run_keys, runs)}
-    check_cache_root(sum(not (Path(root) / f"{k}.json").exists() for k in todo))
+    to_compute = sum(not (Path(root) / f"{k}.json").exists() for k in todo)
+    check_cache_root(to_compute)
     compute = _recorded if errors == "record" else _compute
     results: dict[str, tuple[dict, str]] = {}
-    progress = _Progress(todo, root, jobs, log)
+    progress = _Progress(todo, to_compute, log)
 
     def done(k: str) -> None:
         progress.done(k, *results[k])
@@ -410,10 +411,9 @@ class _Progress:
     to ``log`` if given, else to the ``dpnet.lab`` logger at INFO (the command line shows it on
     stderr)."""
 
-    def __init__(self, todo: Mapping[str, Run], root: str, jobs: int,
+    def __init__(self, todo: Mapping[str, Run], to_compute: int,
                  log: Callable[[str], None] | None) -> None:
-        self.todo, self.jobs, self.say = todo, jobs, log or LOG.info
-        self.to_compute = sum(not (Path(root) / f"{k}.json").exists() for k in todo)
+        self.todo, self.to_compute, self.say = todo, to_compute, log or LOG.info
         self.finished = self.computed = 0
         self.start = self.said = time.perf_counter()
         first = next(iter(todo.values()), None)
