@@ -6,13 +6,15 @@ CPU time (best of three calls, single-threaded):
 * ``reproducible``: :class:`dpnet.rng.Streams` (SplitMix64, compiled kernels) Laplace / Gaussian;
 * ``secret (AES)``: :class:`dpnet.secret_rng.SecretStreams`, the same transforms of AES-256-CTR
   words (what Gaussian noise, batches and dithers use in secret mode);
-* ``secret lattice``: a floating-point-safe Laplace release, :func:`dpnet.lattice.perturb` with the
-  secret word source (value rounded to the lattice, an exact discrete Laplace added on it): what
-  ``Context.perturb`` does for Laplace noise in secret mode.
+* ``secret lattice``: a floating-point-safe release: Laplace, :func:`dpnet.lattice.perturb` with
+  the secret word source (value rounded to the lattice, an exact discrete Laplace added on it);
+  Gaussian, :func:`dpnet.lattice.perturb_gaussian` of the secret Gaussian draws (value and raised
+  noise rounded to the lattice): what ``Context.perturb`` does in secret mode.
 
-Whole runs: DiaDSP (two Laplace releases per agent and iteration) and DP-SGD (Gaussian, Poisson
-batches) on ``n`` agents with ``d`` coordinates, reproducible against secret, wall time of
-``dpnet.run`` (``threads=1``), the ratio printed.
+Whole runs: DiaDSP (two Laplace releases per agent and iteration), DP-SGD and DECOR (Gaussian,
+Poisson batches), DO-ADP and DP-DDA (Gaussian, fixed batches of 5) on ``n`` agents with ``d``
+coordinates, reproducible against secret, wall time of ``dpnet.run`` (``threads=1``), the ratio
+printed.
 
     python benchmarks/bench_secret.py [--quick]
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 
 import numpy as np
 import torch
@@ -30,6 +33,7 @@ import dpnet
 from dpnet import algorithms, graphs, lattice, problems
 from dpnet.problems import LogisticRegression
 from dpnet.rng import Streams
+from dpnet.runner import RunDiagnosis
 from dpnet.secret_rng import SecretStreams
 
 
@@ -55,6 +59,8 @@ def draws(agents: int, width: int) -> None:
         ("Laplace", "secret lattice", lambda: lattice.perturb(x, scale, secret.words())),
         ("Gaussian", "reproducible", lambda: plain.gaussian("noise", 1, ids, width)),
         ("Gaussian", "secret (AES)", lambda: secret.gaussian("noise", 1, ids, width)),
+        ("Gaussian", "secret lattice", lambda: lattice.perturb_gaussian(
+            x, secret.gaussian("noise", 1, ids, width, scale=scale), scale, 1.0)),
     ]
     base = {}
     print(f"per draw, {agents} x {width} = {n:.0e} draws, one thread (CPU ns / draw)")
@@ -77,6 +83,13 @@ def runs(n: int, d: int, iterations: int) -> None:
              "noise_y": {"kind": "laplace", "scale": 0.1, "decay": 0.99}}), quad, {"gradient_bound": 1.0}),
         ("dp_sgd (Gaussian)", algorithms.DPSGD(0.1, 1.0, clip=1.0, rate=0.2), logistic,
          {"delta": 1e-5}),
+        ("decor (Gaussian)", algorithms.DECOR(0.1, 1.0, 0.5, clip=1.0, rate=0.2), logistic,
+         {"delta": 1e-5}),
+        ("doadp (Gaussian)", algorithms.DOADP(0.05, 0.4, 0.3, sigma=1.0, k=max(1, d // 10),
+                                              coordinate_clip=1.0, batch_size=5), logistic,
+         {"accountant": "pld", "delta": 1e-5}),
+        ("dp_dda (Gaussian)", algorithms.DPDDA(1.0, sigma=1.0, clip=1.0, batch_size=5),
+         logistic, {"accountant": "pld", "delta": 1e-5}),
     ]
     print(f"\nwhole runs: ring of {n} agents, d = {d}, {iterations} iterations, threads=1 "
           "(wall s, best of 2)")
@@ -100,6 +113,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(1)
+    # the runs are timed at one noise level for every algorithm, not calibrated to an epsilon
+    warnings.filterwarnings("ignore", category=RunDiagnosis)
     if args.quick:
         draws(10, 1000)
         runs(8, 20, 20)

@@ -12,6 +12,7 @@ from scipy import stats
 import dpnet
 from dpnet import algorithms, graphs, lattice, problems
 from dpnet import distributed as D
+from dpnet.algorithms.kang_wddp import server_graph
 from dpnet.problems import LogisticRegression
 
 
@@ -163,14 +164,15 @@ def test_an_epsilon_delta_account_of_laplace_noise_is_refused_on_the_lattice():
 
 
 def test_a_gaussian_lattice_release_lies_on_the_lattice_and_raises_its_noise_to_pay():
-    """round_g(x) + g rint(sigma' z / g) with sigma' = sigma (1 + g sqrt(d) / floor): a lattice
-    point, Gaussian of sd sigma' up to the rounding, and (Delta + g sqrt(d)) / sigma' <=
-    Delta / sigma for every Delta >= floor, which is what keeps the account of sigma."""
+    """round_g(x) + g rint((1 + kappa) noise / g) with kappa = g sqrt(d) / floor: a lattice
+    point, Gaussian of sd sigma (1 + kappa) up to the rounding, and (Delta + g sqrt(d)) /
+    (1 + kappa) <= Delta for every Delta >= floor, which is what keeps the account of sigma;
+    an infinite floor (no sensitive release) raises nothing."""
     rng = np.random.default_rng(7)
     x = rng.normal(size=(2, 20_000))
     sigma, floor = np.array([0.8, 3.0]), 0.5
     z = rng.normal(size=x.shape)
-    out, bump = lattice.perturb_gaussian(x, sigma, z, floor)
+    out, bump = lattice.perturb_gaussian(x, sigma[:, None] * z, sigma, floor)
     g = lattice.lattice(sigma)[:, None]
     assert np.all(np.mod(out, g) == 0)
     kappa = g.ravel() * np.sqrt(20_000) / floor
@@ -178,26 +180,106 @@ def test_a_gaussian_lattice_release_lies_on_the_lattice_and_raises_its_noise_to_
     noise = (out - lattice.round_to(x, g)) / (sigma * (1 + kappa))[:, None]
     np.testing.assert_allclose(noise, z, atol=1e-11)            # the draws, rounded to g
     for delta in (floor, 2 * floor, 10.0):
-        assert np.all((delta + g.ravel() * np.sqrt(20_000)) / (sigma * (1 + kappa)) <= delta / sigma)
+        assert np.all((delta + g.ravel() * np.sqrt(20_000)) / (1 + kappa) <= delta)
+    same, none = lattice.perturb_gaussian(x, sigma[:, None] * z, sigma, np.array([np.inf, 0.5]))
+    assert none == kappa[1]
+    np.testing.assert_array_equal(same[0], lattice.round_to(x[0], g[0])
+                                  + g[0] * np.rint(sigma[0] * z[0] / g[0]))
 
 
-def test_dp_sgd_releases_on_the_lattice_in_secret_mode_with_the_same_account_and_decor_does_not():
-    """DP-SGD's noisy clipped sums (Context.perturb with the clip bound as sensitivity floor):
-    the account is unchanged (the raised noise pays for the rounding) and the guarantee says so;
-    DECOR, whose pairwise parts are not covered by that argument, stays in floating point."""
-    rng = np.random.default_rng(3)
-    A = rng.standard_normal((4, 12, 5))
-    p = LogisticRegression(A, np.sign(A[:, :, 0]), reg=0.05)
-    alg = algorithms.DPSGD(0.3, 1.0, clip=1.0, rate=0.5)
-    plain = dpnet.run(alg, p, graphs.ring(4), 5, privacy={"delta": 1e-5})
-    secret = dpnet.run(alg, p, graphs.ring(4), 5, randomness="secret", privacy={"delta": 1e-5})
+# -- every Gaussian release of a secret run on the lattice, at its account's floor ----------
+def _spy(monkeypatch):
+    """Records every Gaussian lattice release: (value, noise, scale, floor, release)."""
+    seen = []
+    real = lattice.perturb_gaussian
+
+    def spy(x, noise, scale, floor):
+        out, bump = real(x, noise, scale, floor)
+        seen.append((x.copy(), noise.copy(), np.asarray(scale).copy(), floor, out.copy()))
+        return out, bump
+    monkeypatch.setattr(lattice, "perturb_gaussian", spy)
+    return seen
+
+
+def _logistic(n=4, m=12, d=5):
+    A = np.random.default_rng(3).standard_normal((n, m, d))
+    return LogisticRegression(A, np.sign(A[:, :, 0]), reg=0.05)
+
+
+def _gaussian_cases():
+    """(algorithm, problem, graph, privacy, the floor by hand, each row's noise sd by hand)."""
+    p, ring = _logistic(), graphs.ring(4)
+    C, z, zc = 1.0, 1.0, 0.7
+    G, B, k, d = 0.5, 3, 2, 5
+    return {
+        "dp_sgd": (algorithms.DPSGD(0.3, z, clip=C, rate=0.5), p, ring, {"delta": 1e-5},
+                   C, lambda k: np.full(4, z * C)),
+        "decor": (algorithms.DECOR(0.3, z, zc, clip=C, rate=0.5), p, ring, {"delta": 1e-5},
+                  C, lambda k: np.full(4, C * np.sqrt(z ** 2 + 2 * zc ** 2))),
+        # G from the run's own assumption (below the clip bound): 2G sqrt(k/d)/B, halved
+        "doadp": (algorithms.DOADP(0.05, 0.4, 0.3, sigma=0.2, p=0.7, k=k,
+                                   coordinate_clip=1.0, batch_size=B), p, ring,
+                  {"gradient_bound": G, "accountant": "pld", "delta": 1e-5},
+                  G * np.sqrt(k / d) / B, lambda t: np.full(4, 0.2)),
+        "dp_dda": (algorithms.DPDDA(1.0, sigma=0.2, clip=1.0, batch_size=B), p, ring,
+                   {"accountant": "pld", "delta": 1e-5},
+                   1.0 / B, lambda t: np.full(4, 0.2)),
+        # the default floor, from mechanism(): half its sensitivity C/m = 2G/m
+        "kang_wddp": (algorithms.KangWDDP(0.1, 0.5, 4), p, server_graph(4),
+                      {"gradient_bound": G, "delta": 1e-5}, G / 4,
+                      lambda t: np.full(4, 0.5)),
+    }
+
+
+@pytest.mark.parametrize("name", list(_gaussian_cases()))
+def test_secret_gaussian_releases_lie_on_the_lattice_at_their_accounts_floor(name, monkeypatch):
+    alg, p, g, privacy, floor, sd = _gaussian_cases()[name]
+    K = 4
+    plain = dpnet.run(alg, p, g, K, privacy=privacy)
+    seen = _spy(monkeypatch)
+    secret = dpnet.run(alg, p, g, K, privacy=privacy, randomness="secret")
     assert plain.privacy.is_private
-    assert (secret.privacy.epsilon, secret.privacy.delta) == (plain.privacy.epsilon, 1e-5)
-    assert any("Gaussian releases rounded to a power-of-two lattice" in n
-               for n in secret.privacy.notes)
-    decor = algorithms.DECOR(0.3, 1.0, 1.0, clip=1.0, rate=0.5)
-    res = dpnet.run(decor, p, graphs.ring(4), 5, randomness="secret", privacy={"delta": 1e-5})
-    assert not any("lattice" in n for n in res.privacy.notes)
+    assert (secret.privacy.epsilon, secret.privacy.delta) == (plain.privacy.epsilon,
+                                                              plain.privacy.delta)
+    assert len(seen) >= K - 1         # one call per step (DO-ADP: unless no agent is active)
+    d = p.dim
+    kappa = []
+    for x, noise, scale, got, out in seen:
+        assert got == pytest.approx(floor, rel=1e-12)
+        gk = lattice.lattice(scale)[:, None]
+        assert np.all(np.mod(out, gk) == 0)                               # lattice points
+        raise_ = gk * np.sqrt(d) / got                 # kappa = g sqrt(d) / floor, per row
+        # rounding the value and the raised noise: at most g, plus the raise itself
+        assert np.all(np.abs(out - x - noise) <= gk + raise_ * np.abs(noise) + 1e-15)
+        kappa.append(float(raise_.max()))
+    rows = np.concatenate([scale for _, _, scale, _, _ in seen])
+    assert sorted(set(np.round(rows, 12))) == sorted(set(np.round(
+        np.concatenate([sd(k) for k in range(K)]), 12)))                   # sd by hand
+    notes = [n for n in secret.privacy.notes if "Gaussian releases rounded" in n]
+    assert len(notes) == 1 and f"1 + {max(kappa):.3g}" in notes[0]
+    assert not any("floating point" in n for n in secret.privacy.notes)
+
+
+def test_a_secret_gaussian_release_without_a_floor_stays_float_and_the_guarantee_says_so():
+    class Unbounded(algorithms.DPSGD):
+        name = "dp_sgd_without_floor"
+
+        def lattice_floor(self, problem, graph, iterations, assumptions):
+            return None
+    p = _logistic()
+    res = dpnet.run(Unbounded(0.3, 1.0, clip=1.0, rate=0.5), p, graphs.ring(4), 3,
+                    privacy={"delta": 1e-5}, randomness="secret")
+    assert res.privacy.is_private
+    assert any("drawn in floating point" in n and "no lower bound" in n
+               for n in res.privacy.notes)
+    assert not any("rounded to a power-of-two lattice" in n for n in res.privacy.notes)
+
+
+def test_a_floor_the_run_cannot_know_leaves_float_releases_and_no_guarantee():
+    """DO-ADP with an l2 clip and no gradient_bound: neither the floor nor the account exists."""
+    alg = algorithms.DOADP(0.05, 0.4, 0.3, sigma=0.2, clip=1.0)
+    res = dpnet.run(alg, _logistic(), graphs.ring(4), 3, randomness="secret")
+    assert not res.privacy.is_private
 
 
 def _distributed_secret():

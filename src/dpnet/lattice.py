@@ -1,4 +1,5 @@
-"""Floating-point-safe Laplace noise: a discrete Laplace on a power-of-two lattice (secret mode).
+"""Floating-point-safe releases on a power-of-two lattice (secret mode): Laplace noise as an
+exact discrete Laplace, Gaussian noise rounded with raised noise (:func:`perturb_gaussian`).
 
 The floating-point draw ``x + b * sign * log(u)`` leaks: the set of floats it can return depends
 on ``x``, so its low bits tell ``x`` apart from a neighbour (Mironov 2012). The construction here is
@@ -118,25 +119,29 @@ def discrete_laplace(words: Words, t: np.ndarray) -> np.ndarray:
     return out
 
 
-def perturb_gaussian(x: np.ndarray, sigma: np.ndarray, z: np.ndarray,
-                     sensitivity_floor: float) -> tuple[np.ndarray, float]:
-    """``round_g(x) + g K`` for each row of ``x`` (float64, ``(rows, d)``): ``K = rint(sigma'
-    z / g)``, ``z`` the rows' standard normal draws, ``g = lattice(sigma)``, and ``sigma' = sigma
-    (1 + kappa)`` with ``kappa = g sqrt(d) / sensitivity_floor``; returns the release and the
-    largest ``kappa``.
+def perturb_gaussian(x: np.ndarray, noise: np.ndarray, scale: np.ndarray,
+                     floor: np.ndarray | float) -> tuple[np.ndarray, float]:
+    """``round_g(x) + g K`` for each row of ``x`` (float64, ``(rows, d)``): ``K = rint((1 +
+    kappa) noise / g)``, ``noise`` the rows' Gaussian draws (``(rows, d)``, per-row standard
+    deviation ``scale``), ``g = lattice(scale)`` and ``kappa = g sqrt(d) / floor`` (``floor``: per
+    row, or one for all; ``inf``: no raise); returns the release and the largest ``kappa``.
 
-    The release is ``g rint((round_g(x) + sigma' z) / g)``: the rounding of the Gaussian mechanism
-    applied to ``round_g(x)``, so its output set is the lattice whatever ``x`` (no floating-point
-    support that depends on ``x``), and its privacy is that of the Gaussian mechanism on a value
-    whose sensitivity is at most ``Delta + g sqrt(d)``. If ``sensitivity_floor`` is at most the
-    sensitivity ``Delta`` the account assumes, ``(Delta + g sqrt(d)) / sigma' <= Delta / sigma``:
-    the raised noise pays for the rounding and the account of ``sigma`` holds unchanged. The draws
-    ``z`` are the floating-point Box-Muller normals the account models as Gaussian, as before."""
+    The release is ``g rint((round_g(x) + (1 + kappa) noise) / g)``: the rounding of a Gaussian
+    mechanism applied to ``round_g(x)``, so its output set is the lattice whatever ``x`` (no
+    floating-point support that depends on ``x``). Divided by ``1 + kappa`` (a bijection) it is
+    ``round_g(x) / (1 + kappa) + noise``: the noise the account assumes, on a value whose
+    sensitivity is at most ``(Delta + g sqrt(d)) / (1 + kappa) <= Delta`` whenever the
+    account's sensitivity ``Delta`` is at least ``floor`` (or ``Delta = 0``: rounding keeps a
+    value that does not depend on the data so). The raised noise pays for the rounding and the
+    account of ``noise`` holds unchanged, for one release or for rows correlated across agents
+    (DECOR: only the protected agent's row moves). ``noise`` is the floating-point Box-Muller
+    draw the account models as Gaussian, as before."""
     rows, d = x.shape
-    sigma = np.asarray(sigma, dtype=np.float64).reshape(-1)
-    g = lattice(sigma)
-    kappa = g * np.sqrt(d) / float(sensitivity_floor)
-    k = np.rint(z * ((sigma / g) * (1.0 + kappa))[:, None])          # |K| < 2^53: exact
+    scale = np.asarray(scale, dtype=np.float64).reshape(-1)
+    g = lattice(scale)
+    with np.errstate(divide="ignore"):
+        kappa = g * np.sqrt(d) / np.broadcast_to(np.asarray(floor, dtype=np.float64), g.shape)
+    k = np.rint(noise * ((1.0 + kappa) / g)[:, None])                 # |K| < 2^53: exact
     return round_to(x, g[:, None]) + k * g[:, None], float(kappa.max(initial=0.0))
 
 

@@ -59,6 +59,7 @@ from .algorithms.base import available as algorithms_available
 from .errors import NonFiniteError, ParameterError, UnknownNameError, positive_int
 from .graphs import Graph, GraphSchedule
 from .network import BitLedger, Network, Transcript
+from .privacy.assumptions import ASSUMPTIONS, Assumptions
 from .privacy.guarantee import PrivacyGuarantee
 from .problems.base import Problem, canonical_device, ranges_text
 from .problems.neural import NeuralProblem
@@ -230,17 +231,44 @@ def _slack_of(snap: dict) -> float:
     return float(slack)
 
 
-def _charge_lattice(guarantee: PrivacyGuarantee, slack: float,
-                    bump: float = 0.0) -> PrivacyGuarantee:
+def _lattice_floor(algorithm: Algorithm, problem: Problem, graph, iterations: int,
+                   privacy: dict | None) -> tuple[np.ndarray | None, str]:
+    """The per-iteration sensitivity floors of a secret run's Gaussian releases
+    (:meth:`Algorithm.lattice_floor`) under the assumptions the run's account is given, or None
+    and why not."""
+    given = privacy or {}
+    try:
+        facts = Assumptions.of(given.get("assumptions"),
+                               **{k: v for k, v in given.items() if k in ASSUMPTIONS})
+        floor = algorithm.lattice_floor(problem, graph, iterations, facts)
+    except (ParameterError, UnknownNameError) as err:
+        return None, f"its sensitivity is not known at the run's start ({err})"
+    if floor is None:
+        return None, f"{algorithm.name} states no lower bound on its releases' sensitivity"
+    floor = np.asarray(floor, dtype=np.float64).reshape(-1)
+    if floor.shape != (iterations,) or not bool(np.all(floor > 0)):
+        raise ParameterError(f"{algorithm.name}.lattice_floor", floor.shape, "one floor > 0 per "
+                             f"iteration ({iterations}; inf where no release is sensitive)")
+    return floor, ""
+
+
+def _charge_lattice(guarantee: PrivacyGuarantee, slack: float, bump: float = 0.0,
+                    floating: str = "") -> PrivacyGuarantee:
     """The guarantee of a run whose releases were drawn on a lattice (:mod:`dpnet.lattice`).
     Laplace ones: a pure-DP account plus the rounding's ``slack``; an (epsilon, delta) account of
     continuous Laplace noise does not cover them: no guarantee. Gaussian ones raised their noise
-    by a factor of at most ``1 + bump`` to pay for the rounding: the account holds, with a note."""
+    by a factor of at most ``1 + bump`` to pay for the rounding: the account holds, with a note.
+    ``floating``: why Gaussian releases were drawn in floating point instead (a note)."""
     if bump > 0 and guarantee.is_private:
         guarantee = dataclasses.replace(guarantee, notes=(*guarantee.notes, (
             f"secret randomness: Gaussian releases rounded to a power-of-two lattice "
             f"(dpnet.lattice, floating-point safe), their noise raised by a factor of at most "
-            f"1 + {bump:.2g} to pay for the rounding")))
+            f"1 + {bump:.3g} to pay for the rounding, at the sensitivity floor of this run's "
+            "assumptions (docs/deploying.md)")))
+    if floating and guarantee.is_private:
+        guarantee = dataclasses.replace(guarantee, notes=(*guarantee.notes, (
+            "secret randomness: Gaussian releases drawn in floating point, whose low bits may "
+            f"reveal the value they protect (Mironov 2012), because {floating}")))
     if slack == 0 or not guarantee.is_private:
         return guarantee
     if guarantee.delta > 0:
@@ -525,6 +553,9 @@ def _run(algorithm, problem, graph, iterations, x0, seed, log_every, record, flo
     if reference is not None:
         reference = torch.as_tensor(reference, dtype=torch.float64).reshape(-1).to(device)
     ctx = Context(problem, net, rng)
+    if randomness == "secret":
+        ctx.lattice_floor, ctx.lattice_floor_reason = _lattice_floor(algorithm, problem, graph,
+                                                                     K, privacy)
     tracker = Metrics(problem, net, reference, metrics)
     start = time.perf_counter()
     setup_s = start - setup_start
@@ -584,7 +615,8 @@ def _run(algorithm, problem, graph, iterations, x0, seed, log_every, record, flo
         guarantee = PrivacyGuarantee.none(f"no guarantee computed: {err}", K)
     if randomness == "secret":       # every rank's lattice releases (one all-reduce)
         guarantee = _charge_lattice(guarantee, net.sum_scalar(ctx.lattice_slack),
-                                    ctx.lattice_bump)
+                                    ctx.lattice_bump,
+                                    ctx.lattice_floor_reason if ctx.float_gaussian else "")
     privacy_s = time.perf_counter() - privacy_start
     x = _to_cpu_numpy(net.gather(algorithm.iterate(state)))
     timing = {"setup": setup_s, "steps": wall - tracker.seconds, "metrics": tracker.seconds,

@@ -23,9 +23,9 @@ membership, activation, quantisation dithers, DECOR's pairwise parts.
 The uniforms are the same 53-bit construction as the seeded streams' (the top 53 bits of a word),
 and Laplace and Gaussian draws transform them the same way. A Laplace *release* in secret mode
 does not use them: :meth:`dpnet.algorithms.base.Context.perturb` draws it on a lattice from
-:meth:`SecretStreams.words` (:mod:`dpnet.lattice`, floating-point safe). DP-SGD's Gaussian
-release is rounded to a lattice too; the other Gaussian draws remain the floating-point
-transform (``docs/deploying.md``).
+:meth:`SecretStreams.words` (:mod:`dpnet.lattice`, floating-point safe). A Gaussian release
+rounds these draws, with the value, to a lattice whenever its account's sensitivity floor is
+known (:meth:`dpnet.algorithms.base.Context.add_gaussian`, ``docs/deploying.md``).
 """
 
 from __future__ import annotations

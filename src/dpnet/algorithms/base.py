@@ -61,6 +61,14 @@ class Context:
     lattice_slack: float = 0.0
     #: the largest factor - 1 by which a Gaussian lattice release raised its noise (secret mode)
     lattice_bump: float = 0.0
+    #: per iteration, a lower bound on the l2 sensitivity the run's account assumes for each
+    #: Gaussian release (:meth:`Algorithm.lattice_floor`; set by the runner in secret mode);
+    #: None: unknown, Gaussian releases are then drawn in floating point
+    lattice_floor: np.ndarray | None = None
+    #: why :attr:`lattice_floor` is None (set by the runner with it)
+    lattice_floor_reason: str = ""
+    #: whether a secret run drew a Gaussian release in floating point (no :attr:`lattice_floor`)
+    float_gaussian: bool = False
 
     @property
     def n(self) -> int:
@@ -90,36 +98,54 @@ class Context:
                             device=self.net.device)
 
     def perturb(self, value: torch.Tensor, noise: Noise, purpose: str, k: int,
-                sensitivity_floor: float | None = None) -> torch.Tensor:
-        """``value + noise`` for the local agents' rows: the release of a noisy value.
+                rows: torch.Tensor | None = None) -> torch.Tensor:
+        """``value + noise`` for the local agents' rows (``rows``: those local rows only, in
+        this order; ``value`` has one row each): the release of a noisy value.
 
         With reproducible randomness this is ``value + self.noise(noise, purpose, k)``. With
         secret randomness the release lies on a power-of-two lattice below the noise scale
         (:mod:`dpnet.lattice`), so that its floating-point output does not depend on the value's
         low bits: Laplace noise as an exact discrete Laplace, the rounding's pure-DP slack added
-        to :attr:`lattice_slack` (the runner charges it to the guarantee); Gaussian noise, when
-        the caller gives ``sensitivity_floor`` (a lower bound on the sensitivity its account
-        assumes), as a Gaussian rounded to the lattice with the noise raised to pay for the
-        rounding (:attr:`lattice_bump`); other Gaussian releases as in reproducible mode
-        (``docs/deploying.md``)."""
-        lattice_law = type(noise) is Laplace or (type(noise) is Gaussian
-                                                 and sensitivity_floor is not None)
-        if self.rng.kind != "secret" or not lattice_law or noise.is_zero:
-            return value + self.noise(noise, purpose, k)
-        scale = noise.scale_at(k, self.n)[self.agents]
+        to :attr:`lattice_slack` (the runner charges it to the guarantee); Gaussian noise by
+        :meth:`add_gaussian` (``docs/deploying.md``)."""
+        if self.rng.kind != "secret" or noise.is_zero or type(noise) not in (Laplace, Gaussian):
+            draw = self.noise(noise, purpose, k)
+            return value + (draw if rows is None else draw[rows])
+        local = np.arange(len(self.agents)) if rows is None else rows.cpu().numpy()
+        agents = self.agents[local]
+        scale = noise.scale_at(k, self.n)[agents]
+        if type(noise) is Gaussian:
+            draw = noise.sample(self.rng, purpose, k, agents, self.n, self.dim)  # float64, CPU
+            return self.add_gaussian(value, draw, scale, k)
         noisy = scale > 0                     # a row without noise is released as it is
-        rows = value.detach().to("cpu", torch.float64).numpy().copy()
-        if type(noise) is Laplace:
-            secret = cast("SecretStreams", self.rng)     # kind "secret" above
-            rows[noisy], slack = lattice.perturb(rows[noisy], scale[noisy], secret.words())
-            self.lattice_slack += slack
-        else:
-            assert sensitivity_floor is not None        # lattice_law: Gaussian only with a floor
-            z = self.rng.gaussian(purpose, k, self.agents[noisy], rows.shape[1])
-            rows[noisy], bump = lattice.perturb_gaussian(rows[noisy], scale[noisy], z,
-                                                         sensitivity_floor)
-            self.lattice_bump = max(self.lattice_bump, bump)
-        return torch.from_numpy(rows).to(value.device, value.dtype)
+        out = value.detach().to("cpu", torch.float64).numpy().copy()
+        secret = cast("SecretStreams", self.rng)         # kind "secret" above
+        out[noisy], slack = lattice.perturb(out[noisy], scale[noisy], secret.words())
+        self.lattice_slack += slack
+        return torch.from_numpy(out).to(value.device, value.dtype)
+
+    def add_gaussian(self, value: torch.Tensor, draw: torch.Tensor, scale: np.ndarray,
+                     k: int) -> torch.Tensor:
+        """``value + draw``, ``draw`` a Gaussian of per-row standard deviation ``scale`` that
+        the account of iteration ``k``'s release assumes: with secret randomness and a known
+        :attr:`lattice_floor`, rounded to the lattice of ``scale`` with the noise raised by
+        ``1 + g sqrt(d) / floor`` to pay for the rounding (:func:`dpnet.lattice.perturb_gaussian`,
+        largest raise in :attr:`lattice_bump`); otherwise in floating point (secret mode sets
+        :attr:`float_gaussian`, and the guarantee says so)."""
+        floor = (None if self.lattice_floor is None or k >= len(self.lattice_floor)
+                 else float(self.lattice_floor[k]))
+        if self.rng.kind != "secret" or floor is None:
+            self.float_gaussian |= self.rng.kind == "secret"
+            return value + draw.to(value.device, value.dtype)
+        scale = np.asarray(scale, dtype=np.float64).reshape(-1)
+        noisy = scale > 0
+        out = value.detach().to("cpu", torch.float64).numpy().copy()
+        z = draw.detach().to("cpu", torch.float64).numpy()
+        out[noisy], bump = lattice.perturb_gaussian(out[noisy], z[noisy], scale[noisy],
+                                                    floor)
+        out[~noisy] += z[~noisy]
+        self.lattice_bump = max(self.lattice_bump, bump)
+        return torch.from_numpy(out).to(value.device, value.dtype)
 
 
 class Algorithm(ABC):
@@ -222,6 +248,32 @@ class Algorithm(ABC):
     default_accountant: str | None = None
     #: attributes a calibration scales by one common factor (noise objects or numeric scales)
     noise_attributes: ClassVar[tuple[str, ...]] = ()
+
+    def lattice_floor(self, problem: Problem, graph: Graph, iterations: int,
+                      assumptions: Assumptions) -> np.ndarray | None:
+        """``(iterations,)``: for each iteration k, a positive lower bound on the l2 sensitivity
+        that every accountant of this algorithm assumes for a Gaussian release of iteration k
+        (``inf`` where none depends on the data), under ``assumptions``. A secret run rounds its
+        Gaussian releases to a lattice and raises their noise by ``1 + g sqrt(d) / floor`` to pay
+        for it (:meth:`Context.add_gaussian`); None: not known, they stay floating point.
+
+        By default, from :meth:`mechanism`, which the generic accountants read: half the smallest
+        positive sensitivity of the iteration's Gaussian releases (half: a Poisson replace-one
+        release's per-record bound). An algorithm whose own accountant assumes a smaller
+        sensitivity than its mechanism states, or that has no mechanism, overrides this."""
+        if not accountants.describes_mechanism(self):
+            return None
+        floors = np.full(iterations, np.inf)
+        for _, mech in self.mechanism(problem, graph, iterations,  # type: ignore[attr-defined]
+                                      assumptions):
+            for r in mech.releases:
+                if r.noise != "gaussian":
+                    continue
+                if len(r) != iterations:     # not one release per iteration: no index by k
+                    return None
+                floors = np.minimum(floors, np.where(r.sensitivity > 0, r.sensitivity / 2,
+                                                     np.inf))
+        return floors
 
     def privacy(self, problem: Problem, graph: Graph, iterations: int | None = None,
                 assumptions: Assumptions | dict | None = None, accountant: str | None = None,

@@ -68,13 +68,18 @@ class DECOR(DPSGD):
                                                   check_invariants=True).coalesce()
         self._incidence = self._incidence.to(ctx.net.device)
         self._edge_keys = e
+        self._degree = np.bincount(edges.reshape(-1), minlength=ctx.n)[ctx.agents]
         return super().init(ctx, x0)
 
     def release(self, ctx: Context, total: torch.Tensor, k: int) -> torch.Tensor:
-        """``total`` plus :meth:`step_noise` (its own and its pairwise parts), in floating point
-        in either randomness: the lattice release of DP-SGD would need a sensitivity floor that
-        covers the pairwise parts' account too, which is not worked out."""
-        return total + self.step_noise(ctx, k).to(total.dtype)
+        """``total`` plus :meth:`step_noise` (its own and its pairwise parts): on a lattice in
+        secret mode (:meth:`Context.add_gaussian` at DP-SGD's floor C, each row at the lattice
+        of its noise's standard deviation ``C sqrt(z_cdp^2 + deg(i) z_cor^2)``). Rounding moves
+        only the protected agent's row by ``g sqrt(d)`` more, and row i's raised noise pays for
+        it whatever the other rows do, so the correlated account holds (``docs/deploying.md``)."""
+        std = self.clip.bound * np.sqrt(self.noise_multiplier ** 2
+                                        + self._degree * self.pair_multiplier ** 2)
+        return ctx.add_gaussian(total, self.step_noise(ctx, k), std, k)
 
     def step_noise(self, ctx: Context, k: int) -> torch.Tensor:
         own = super().step_noise(ctx, k)

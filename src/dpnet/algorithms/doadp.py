@@ -122,8 +122,7 @@ class DOADP(Algorithm):
             g = clipped_stochastic_grad(ctx.problem, x[rows], ctx.rng, k, self.batch_size,
                                         ctx.agents[rows.cpu().numpy()], clip=self.clip,
                                         sampling=self.sampling)
-            theta = ctx.noise(self._noise, "noise", k).to(x.dtype)[rows]
-            upd[rows] = g.to(x.dtype) + theta
+            upd[rows] = ctx.perturb(g.to(x.dtype), self._noise, "noise", k, rows)  # g + theta
         m_next = upd + self.beta * m                                                   # (5a)
         # gamma sum_j w_ij (x^_j - x^_i) = -gamma [L x^]_i, on the copies before this round
         x_next = (x - self.alpha * active[:, None].to(x.dtype) * m_next
@@ -157,6 +156,13 @@ class DOADP(Algorithm):
                              q=int(q), T=int(iterations), batch_size=self.batch_size,
                              sampler=self.sampling)
 
+    def lattice_floor(self, problem, graph, iterations, assumptions) -> np.ndarray:
+        """Half eq. (6)'s Top-k sensitivity, ``G sqrt(k/d) / B`` at every step (G: the run's
+        ``gradient_bound``, else the clip bound): below every accountant's sensitivity (``"topk"``
+        assumes ``2G sqrt(k/d)/B``, ``"full"`` ``2G/B``; a Poisson pair's per-record bound is
+        half)."""
+        return huo_lattice_floor(self, problem, iterations, assumptions)
+
     def mechanism(self, problem, graph, iterations, assumptions):
         """Per step t = 1..T: the minibatch mean of clipped gradients plus ``N(0, sigma^2 I_d)``,
         l2 sensitivity ``2G/B`` (all d coordinates: every noisy coordinate reaches the state
@@ -175,6 +181,12 @@ class DOADP(Algorithm):
         return [(np.arange(n), Mechanism(
             (release,), "record", m.T, "paper 001: Lemma 1 with eq. (6) for k = d, sampling "
             "p B / q (Lemma 4)", notes=(huo_notes(m),), relation="replace_one"))]
+
+
+def huo_lattice_floor(alg, problem, iterations: int, assumptions) -> np.ndarray:
+    """A paper-001 mechanism's sensitivity floor (:meth:`DOADP.lattice_floor`) at every step."""
+    m = alg.huo_mechanism(problem, iterations, assumptions.gradient_bound)
+    return np.full(int(iterations), m.sensitivity("topk") / 2)
 
 
 def check_poisson_batch(alg, problem) -> None:

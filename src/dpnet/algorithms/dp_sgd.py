@@ -132,8 +132,13 @@ class DPSGD(Algorithm):
 
     def release(self, ctx: Context, total: torch.Tensor, k: int) -> torch.Tensor:
         """The noisy clipped sum of (1), ``total + xi_{i,k}`` (:meth:`Context.perturb`: on a
-        lattice in secret mode; every account's sensitivity is at least the clip bound C)."""
-        return ctx.perturb(total, self._noise, "noise", k, sensitivity_floor=self.clip.bound)
+        lattice in secret mode, at :meth:`lattice_floor`)."""
+        return ctx.perturb(total, self._noise, "noise", k)
+
+    def lattice_floor(self, problem, graph, iterations, assumptions) -> np.ndarray:
+        """The clip bound C at every step: the per-record bound of every DP-SGD account (its
+        sensitivity under add-or-remove; replace-one's 2C is two records' worth)."""
+        return np.full(int(iterations), self.clip.bound)
 
     def step(self, ctx: Context, state: State, k: int) -> State:
         x = state["x"]

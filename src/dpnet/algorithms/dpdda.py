@@ -52,6 +52,7 @@ from .doadp import (
     check_poisson_batch,
     generic_sampler,
     huo_account,
+    huo_lattice_floor,
     huo_notes,
     huo_rdp_curve,
     minibatch_sampling,
@@ -108,7 +109,7 @@ class DPDDA(BoxConstrained, Algorithm):
             g = clipped_stochastic_grad(ctx.problem, x[rows], ctx.rng, t, self.batch_size,
                                         ctx.agents[rows.cpu().numpy()], clip=self.clip,
                                         sampling=self.sampling)
-            upd[rows] = g.to(x.dtype) + ctx.noise(self._noise, "noise", t).to(x.dtype)[rows]
+            upd[rows] = ctx.perturb(g.to(x.dtype), self._noise, "noise", t, rows)   # g + nu
         z_next = ctx.net.mix(ctx.net.exchange(z, "z")) + upd
         x_next = self._project(-z_next / self.beta(t + 1))
         # xbar_{t+1} = mean of x_1 .. x_{t+1}
@@ -134,6 +135,11 @@ class DPDDA(BoxConstrained, Algorithm):
         d = problem.dim
         return huo.DOADPStep(G=float(G), k=d, d=d, p=self.p, q=int(q), T=int(iterations),
                              batch_size=self.batch_size, sampler=self.sampling)
+
+    def lattice_floor(self, problem, graph, iterations, assumptions) -> np.ndarray:
+        """``G / B`` at every step: half the sensitivity ``2G/B`` every accountant assumes (G: the
+        run's ``gradient_bound``, else the clip bound; half: a Poisson pair's per-record bound)."""
+        return huo_lattice_floor(self, problem, iterations, assumptions)
 
     def mechanism(self, problem, graph, iterations, assumptions):
         """Per step t = 1..T: the clipped minibatch gradient plus ``N(0, sigma^2 I_d)`` added to
