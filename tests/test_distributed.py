@@ -509,3 +509,52 @@ def test_distributed_runs_are_secret_by_default_and_decor_agrees_its_pair_keys()
         with pytest.raises(ParameterError, match="torchrun"):   # no group: the warning first
             D.run(dpnet.algorithms.DGD(0.1), _samples(4), graphs.ring(4), 1,
                   randomness="reproducible", timeout=1)
+
+
+# -- a resumed secret run sends some iterations twice: they are charged (issue 38) ---------------
+def _secret_resume_job(ckpt_root):
+    n, split, und = LAYOUTS[2]
+    problem, graph = _samples(n), und(n)
+    out = {}
+    cases = {"dp_sgd": (dpnet.algorithms.DPSGD(0.2, 1.0, clip=1.0, rate=0.5), {"delta": 1e-5}),
+             "diadsp": (dpnet.algorithms.DiaDSP(0.1, _lap(0.5, 0.97), _lap(0.5, 0.97)),
+                        {"gradient_bound": 1.0})}
+    for name, (alg, privacy) in cases.items():
+        kw = dict(split=split, timeout=30, checkpoint_every=4, privacy=privacy, log_every=14,
+                  reference=None)
+        whole = D.run(alg, problem, graph, 14, checkpoint_dir=f"{ckpt_root}/{name}-whole", **kw)
+        try:     # every rank stops after iteration 10 was sent; the newest checkpoint is 8
+            D.run(alg, problem, graph, 14, checkpoint_dir=f"{ckpt_root}/{name}", callback=_Stop(11),
+                  **kw)
+        except RuntimeError:
+            pass
+        resumed = D.run(alg, problem, graph, 14, checkpoint_dir=f"{ckpt_root}/{name}",
+                        resume=True, **kw)
+        store = D.RankCheckpoints(f"{ckpt_root}/{name}", D.dist.get_rank(), 2, [0, 3, 6])
+        out[name] = (whole.privacy, resumed.privacy, store.release_counts(14).tolist())
+    return out
+
+
+def test_a_resumed_secret_run_charges_the_iterations_it_sent_twice(tmp_path):
+    """Leases of 4 iterations written before sending: the failed attempt leased [0, 12), the
+    resumed one [8, 14), so iterations 8-11 went out twice (fresh noise). DP-SGD's identical
+    steps are accounted as 18 steps; DiaDSP's decaying Laplace releases as two layers of one run
+    (twice the pure epsilon, lattice slack included). A run without a fault is charged nothing."""
+    outcomes = [o.unwrap() for o in D.launch(_secret_resume_job, 2, str(tmp_path), timeout=60)]
+    n, _, und = LAYOUTS[2]
+    problem, graph = _samples(n), und(n)
+    dp_sgd = dpnet.algorithms.DPSGD(0.2, 1.0, clip=1.0, rate=0.5)
+    for out in outcomes:
+        whole, resumed, counts = out["dp_sgd"]
+        assert counts == [1] * 8 + [2] * 4 + [1] * 2
+        assert whole.epsilon == dp_sgd.privacy(problem, graph, 14, delta=1e-5).epsilon
+        assert resumed.epsilon == pytest.approx(
+            dp_sgd.privacy(problem, graph, 18, delta=1e-5).epsilon, rel=1e-12)
+        assert resumed.epsilon > whole.epsilon and resumed.delta == 1e-5
+        assert any("4 iterations were sent again" in note and "18 steps" in note
+                   for note in resumed.notes)
+        whole, resumed, counts = out["diadsp"]
+        assert resumed.delta == 0
+        assert resumed.epsilon == pytest.approx(2 * whole.epsilon, rel=1e-12)
+        assert any("2 layers" in note for note in resumed.notes)
+        assert not any("sent again" in note for note in whole.notes)

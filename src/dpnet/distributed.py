@@ -24,8 +24,10 @@ Faults. All communication goes through one gloo group created with ``timeout`` s
 that dies closes its sockets and the others stop at once; a peer that hangs makes the others stop
 after ``timeout``. Either way they raise :class:`DistributedError` naming the peer, the message
 and the iteration, instead of waiting forever. ``checkpoint_every`` writes per-rank checkpoints
-and ``resume`` continues from the newest iteration every rank has saved; as draws are keyed by
-iteration, the resumed run is bit-for-bit the uninterrupted one.
+and ``resume`` continues from the newest iteration every rank has saved; with reproducible
+randomness draws are keyed by iteration and the resumed run is bit-for-bit the uninterrupted one;
+with secret randomness it draws afresh, and the iterations sent twice are charged to the
+guarantee (:meth:`RankCheckpoints.lease`, :func:`dpnet.runner.charge_repeated_releases`).
 
 Launch: ``torchrun --nproc-per-node N -m dpnet.cli run config.toml --backend distributed``, or
 from Python :func:`run` inside any initialised process group, or :func:`launch` for a local
@@ -35,6 +37,7 @@ multi-process group (tests, benchmarks). See ``docs/distributed.md``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import multiprocessing
 import os
@@ -120,6 +123,8 @@ class DistributedNetwork(Network):
         require(dist.is_available() and dist.is_initialized(), "torch.distributed", "uninitialised",
                 "an initialised process group (launch with torchrun, or dpnet.distributed.launch)")
         self.timeout = positive("timeout", timeout)
+        #: called with k before iteration k's messages can go out (None: nothing)
+        self.before_iteration: Callable[[int], None] | None = None
         self._own_group = group is None
         self.group = group if group is not None else dist.new_group(
             backend="nccl" if self.device.type == "cuda" else "gloo",
@@ -262,6 +267,13 @@ class DistributedNetwork(Network):
                                      "(the distributed halo follows graph.adjacency)")
             self._ops[key] = torch_operator(rows[:, self.halo_agents], self.dtype, self.device)
         return self._ops[key]
+
+    def set_iteration(self, k: int) -> None:
+        """:meth:`Network.set_iteration`, after :attr:`before_iteration` (a secret run's
+        release lease, :meth:`RankCheckpoints.lease`) when one is set."""
+        if self.before_iteration is not None:
+            self.before_iteration(int(k))
+        super().set_iteration(k)
 
     def _check_halo(self, H: torch.Tensor) -> torch.Tensor:
         if H.ndim < 1 or H.shape[0] != self.n_halo:
@@ -432,6 +444,48 @@ class RankCheckpoints:
             self.path(old).unlink(missing_ok=True)
         return path
 
+    # -- what this rank may have sent: secret runs resumed after a fault release again ------
+    @property
+    def ledger(self) -> Path:
+        """``DIR/released.rank{r}-of-{R}.txt``: one line ``start end`` per lease, the iterations
+        ``[start, end)`` whose messages this rank may have sent (written before it sends them)."""
+        return self.dir / f"released.rank{self.rank}-of-{self.world_size}.txt"
+
+    def open_ledger(self, start: int, span: int, fresh: bool) -> None:
+        """Start leasing from iteration ``start``, ``span`` iterations a lease; a ``fresh`` run
+        (not resumed) clears the ledger of an earlier run in the folder."""
+        if fresh:
+            self.ledger.unlink(missing_ok=True)
+        self._leased, self._span = int(start), max(1, int(span))
+
+    def lease(self, k: int) -> None:
+        """Before iteration k sends: if k is past the current lease, append and fsync the next
+        one, so that a process killed at any point has recorded every iteration it sent."""
+        if k < self._leased:
+            return
+        start, self._leased = k, k + self._span
+        with open(self.ledger, "a") as f:
+            f.write(f"{start} {self._leased}\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def release_counts(self, iterations: int) -> np.ndarray:
+        """``(iterations,)``: how many leases of the ledger cover each iteration (0 where none:
+        no ledger, or the run did not lease), each lease clipped to the horizon."""
+        counts = np.zeros(iterations + 1, dtype=np.int64)
+        if not self.ledger.exists():
+            return counts[:-1]
+        for line in self.ledger.read_text().splitlines():
+            parts = line.split()
+            if len(parts) != 2 or not all(p.isdigit() for p in parts):
+                raise ParameterError("checkpoint_dir", str(self.ledger), "a release ledger of "
+                                     f"'start end' lines (damaged: {line!r})")
+            a, b = (min(int(p), iterations) for p in parts)
+            if a < b:
+                counts[a] += 1
+                counts[b] -= 1
+        return np.cumsum(counts)[:-1]
+
     def load(self, k: int) -> dict:
         """This rank's snapshot at iteration k.
 
@@ -532,6 +586,12 @@ def run(algorithm, problem, graph: Graph, iterations: int, *, split: Sequence[in
         if snapshot is not None and net.rank == 0:
             runner.LOG.info("resuming from iteration %d of %d (checkpoints of %d ranks in %s)",
                             k, iterations, net.world_size, store.dir)
+    if randomness == "secret" and store is not None:
+        # a resumed secret run sends again, with fresh noise, what the failed attempt sent
+        # after its last checkpoint: a ledger written before each send says how much
+        store.open_ledger(int(snapshot["iteration"]) if snapshot is not None else 0,
+                          checkpoint_every, fresh=snapshot is None)
+        net.before_iteration = store.lease
     try:
         res = runner.run(algorithm, problem, graph, iterations, seed=seed, record=record,
                          float_bits=float_bits, network=net, device=device,
@@ -543,6 +603,11 @@ def run(algorithm, problem, graph: Graph, iterations: int, *, split: Sequence[in
         net.abort()  # peers learn of it now, not after the timeout, even if this process lives on
         raise
     res = net.merged_result(res)
+    if randomness == "secret" and store is not None:
+        counts = np.max(net._all_gather_object(store.release_counts(iterations),
+                                               "counting the iterations sent"), axis=0)
+        res = dataclasses.replace(res, privacy=runner.charge_repeated_releases(
+            res.privacy, algorithm, problem, graph, iterations, counts, kwargs.get("privacy")))
     net.close()
     return res
 

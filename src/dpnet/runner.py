@@ -283,6 +283,45 @@ def _charge_lattice(guarantee: PrivacyGuarantee, slack: float, bump: float = 0.0
                                notes=(*guarantee.notes, note))
 
 
+def charge_repeated_releases(guarantee: PrivacyGuarantee, algorithm: Algorithm, problem: Problem,
+                             graph, iterations: int, counts: np.ndarray,
+                             privacy: dict | None = None) -> PrivacyGuarantee:
+    """The guarantee of a secret run some of whose iterations went out more than once: a
+    distributed run resumed from a checkpoint after a fault re-executes, with fresh secret draws,
+    the iterations the failed attempt had already sent; ``counts[t]`` bounds how many times
+    iteration t was sent (:meth:`dpnet.distributed.RankCheckpoints.release_counts`).
+
+    An algorithm whose steps are one mechanism repeated (:attr:`Algorithm.identical_steps`) is
+    accounted over ``sum(counts)`` steps. Otherwise the releases split into ``m = max(counts)``
+    layers, each a part of one run of the horizon, composed by basic composition: ``m`` times
+    the run's epsilon at ``delta / m`` (so the printed delta holds). A reproducible run needs none
+    of this: its re-executed iterations send the same bits."""
+    counts = np.asarray(counts, dtype=np.int64)
+    total, m = int(counts.sum()), int(counts.max(initial=1))
+    if total <= iterations or m <= 1 or not guarantee.is_private:
+        return guarantee
+    given = dict(privacy or {})
+    try:
+        if algorithm.identical_steps:
+            g = algorithm.privacy(problem, graph, iterations=total, **given)
+            eps, per, how = g.epsilon, g.per_agent, f"accounted as {total} steps"
+        else:
+            if guarantee.delta > 0:
+                g = algorithm.privacy(problem, graph, iterations=iterations,
+                                      **{**given, "delta": guarantee.delta / m})
+            else:
+                g = guarantee
+            eps, per = m * g.epsilon, tuple(m * e for e in g.per_agent)
+            how = f"{m} layers of one run each, basic composition at delta / {m} each"
+    except (ParameterError, UnknownNameError) as err:
+        return PrivacyGuarantee.none(f"a resumed secret run sent {total - iterations} "
+                                     f"iterations twice, and their account fails: {err}",
+                                     iterations)
+    return dataclasses.replace(guarantee, epsilon=eps, per_agent=per, notes=(*guarantee.notes, (
+        f"resumed after a fault: {total - iterations} iterations were sent again with fresh "
+        f"secret noise ({total} releases per agent in all, {how})")))
+
+
 def _restore(snap: dict, algorithm: Algorithm, graph: Graph, seed: int, K: int, log_every: int,
              net: Network, tracker: Metrics, problem: Problem) -> tuple[int, State]:
     """Check that a snapshot belongs to this run, load it, return (iteration, state)."""

@@ -158,6 +158,10 @@ class Algorithm(ABC):
     #: :class:`~dpnet.graphs.schedule.GraphSchedule`): each W_k doubly stochastic, the union
     #: over rounds connected; the runner refuses a schedule otherwise
     time_varying_graphs: ClassVar[bool] = False
+    #: whether every step releases by one mechanism repeated (constant noise, sensitivity and
+    #: sampling), so that R releases are accounted as a run of R steps (a resumed secret run that
+    #: sent some iterations twice: :func:`dpnet.runner.charge_repeated_releases`)
+    identical_steps: ClassVar[bool] = False
     #: whether two agents draw a shared secret (keyed by their edge): across processes with
     #: secret randomness they would need a key agreed between them (dpnet.distributed refuses)
     pairwise_secrets: ClassVar[bool] = False

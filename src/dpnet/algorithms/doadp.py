@@ -77,6 +77,7 @@ class DOADP(Algorithm):
     name = "doadp"
     paper = "Huo, Liu, Ding, Johansson, Shi: Algorithm 1, eq. (5) (paper 001)"
     private = True
+    identical_steps = True          # sigma, G/B and the batch rate are the same every step
 
     def __init__(self, alpha: float, gamma: float, beta: float, sigma: float = 0.0,
                  p: float = 1.0, k: int | None = None, clip: float | None = None,

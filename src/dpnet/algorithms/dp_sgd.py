@@ -57,6 +57,7 @@ class DPSGD(Algorithm):
     # D-SGD's analysis (Koloskova et al. 2020) allows doubly stochastic W_k; the account is a
     # post-processing of each agent's noisy sums, whatever the graph of each round
     time_varying_graphs = True
+    identical_steps = True          # one noise multiplier and sampling rate at every step
     clip: Clip                      # never None: the constructor requires a bound
     rate: float | None              # Poisson sampling rate (None with sampling='fixed')
     batch_size: int | None          # fixed batch size (None with sampling='poisson')

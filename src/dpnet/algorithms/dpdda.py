@@ -64,6 +64,7 @@ class DPDDA(BoxConstrained, Algorithm):
     name = "dp_dda"
     paper = "Liu, Johansson & Shi, Automatica 2024 (DP-DDA with node sampling)"
     private = True
+    identical_steps = True          # sigma, 2G/B and the batch rate are the same every step
 
     def __init__(self, beta0: float, sigma: float = 0.0, p: float = 1.0,
                  clip: float | None = None, batch_size: int = 1,

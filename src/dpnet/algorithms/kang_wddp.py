@@ -59,6 +59,7 @@ class KangWDDP(Algorithm):
     name = "kang_wddp"
     paper = "Kang, Liu, Niu & Wang (2021), WD-DP gradient perturbation; [33] of paper 003"
     private = True
+    identical_steps = True          # sigma and C/m are the same every step (eta_k is not privacy)
 
     def __init__(self, eta: float, sigma: float, batch: int, power: float = 0.0) -> None:
         self.eta, self.sigma = positive("eta", eta), nonnegative("sigma", sigma)
