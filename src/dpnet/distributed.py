@@ -589,8 +589,9 @@ def run(algorithm, problem, graph: Graph, iterations: int, *, split: Sequence[in
     if randomness == "secret" and store is not None:
         # a resumed secret run sends again, with fresh noise, what the failed attempt sent
         # after its last checkpoint: a ledger written before each send says how much
+        # (leases as long as the checkpoint interval; without checkpoints, one for the run)
         store.open_ledger(int(snapshot["iteration"]) if snapshot is not None else 0,
-                          checkpoint_every, fresh=snapshot is None)
+                          checkpoint_every or iterations, fresh=snapshot is None)
         net.before_iteration = store.lease
     try:
         res = runner.run(algorithm, problem, graph, iterations, seed=seed, record=record,
