@@ -311,13 +311,21 @@ def test_kangs_account_with_the_bound_read_as_a_difference_is_reported_as_a_viol
 
 
 def test_the_canary_audit_passes_with_secret_randomness():
-    """Issue 38 item 4: the deployment's draws (dpnet.secret_rng) give the mechanism the account
-    describes: the audit of a calibrated DP-SGD passes and its GDP fit sits at the claim."""
+    """Issue 38 item 4: the deployment's draws (dpnet.secret_rng, releases on the lattice) give
+    the mechanism the account describes: the audits of a calibrated DP-SGD and DECOR pass and
+    their GDP fits sit at the claim."""
     graph = graphs.ring(6)
     alg, claim = _calibrated(DPSGD(0.5, 1.0, rate=Q), graph, 2.0)
     a = canary.audit(alg, graph, K, claim, 1e-5, runs=5000, seed=1, power=False,
                      randomness="secret")
     assert not a["violated"] and a["lower_bound"] <= claim
+    assert 0.75 * claim <= a["gdp_estimate"] <= 1.1 * claim
+    # DECOR's correlated releases, each row on its own lattice with its noise raised to pay
+    graph = graphs.ring(4)
+    alg, claim = _calibrated(DECOR(0.5, 1.0, 3.0, rate=Q), graph, 2.0)
+    a = canary.audit(alg, graph, K, claim, 1e-5, runs=3000, seed=2, power=False,
+                     randomness="secret")
+    assert not a["violated"]
     assert 0.75 * claim <= a["gdp_estimate"] <= 1.1 * claim
     with pytest.raises(ParameterError, match="randomness"):
         canary.scores(DOADP(0.1, 0.5, 0.0, 1.0, coordinate_clip=1.0, batch_size=4), None, 5, 20,
