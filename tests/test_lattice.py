@@ -57,23 +57,52 @@ def test_discrete_laplace_at_the_lattice_scale():
     assert stats.kstest(a, "expon").pvalue > 1e-3
 
 
+def _scalar_draws(kernel, n: int, seed: int, *args) -> np.ndarray:
+    """n results of one compiled scalar kernel reading one stream of words."""
+    words, pos, out = _words(seed)(64 * n), 0, []
+    for _ in range(n):
+        value, pos = kernel(words, pos, *args)
+        assert pos > 0                                    # the buffer is ample
+        out.append(value)
+    return np.array(out)
+
+
 @pytest.mark.parametrize("gamma", [(0, 7), (3, 10), (1, 1), (5, 2**52)])
 def test_bernoulli_exp_frequencies(gamma):
-    num, den = gamma
+    num, den = (np.uint64(v) for v in gamma)
     n = 100_000
-    b = lattice.bernoulli_exp(_words(3), np.full(n, num, np.uint64), np.full(n, den, np.uint64))
-    p = np.exp(-num / den)
+    b = _scalar_draws(lattice.kernels().bernoulli_exp, n, 3, num, den)
+    p = np.exp(-gamma[0] / gamma[1])
     assert abs(b.mean() - p) <= 5 * np.sqrt(p * (1 - p) / n) + 1e-12
 
 
-def test_uniform_below_is_uniform_and_unbiased_near_2_to_the_64():
-    u = lattice.uniform_below(_words(1), np.full(60_000, 6, np.uint64))
+def test_below_is_uniform_and_unbiased_near_2_to_the_64():
+    below = lattice.kernels().below
+    u = _scalar_draws(below, 60_000, 1, np.uint64(6))
     counts = np.bincount(u.astype(np.int64), minlength=6)
     assert stats.chisquare(counts).pvalue > 1e-3
     big = np.uint64(2**63 + 12345)        # half of all words are rejected for this bound
-    v = lattice.uniform_below(_words(2), np.full(20_000, big, np.uint64))
+    v = _scalar_draws(below, 20_000, 2, big)
     assert (v < big).all()
     assert abs((v >= np.uint64(2**62)).mean() - (big - np.uint64(2**62)) / float(big)) < 0.02
+    assert below(np.zeros(3, np.uint64), 0, big) == (0, -1)      # only rejected words: out
+
+
+def test_an_element_cut_by_the_buffers_end_reads_its_words_again():
+    """The driver hands an unfinished element its own words again, then fresh ones: the draws
+    equal one pass over the concatenated stream, whatever the buffer sizes."""
+    t = np.full(2000, int(3.5 * 4096), dtype=np.uint64)
+    stream = _words(8)(10 * 2000 + 10_000)
+    whole = np.zeros(2000, np.int64)
+    i, used = lattice.kernels().fill(t, stream, whole, 0)
+    assert i == 2000
+    served = [0]
+
+    def small(m):                         # the same stream, in small pieces
+        m = min(m, 37)
+        served[0] += m
+        return stream[served[0] - m:served[0]]
+    np.testing.assert_array_equal(lattice.discrete_laplace(small, t), whole)
 
 
 def test_the_lattice_arithmetic_is_exact():

@@ -17,7 +17,9 @@ operation is exact, and draw the noise exactly on it.
   the run's streams (AES under a secret key in secret mode): ``lambda = t / s`` with ``s = 2^12``
   and ``t < 2^53`` integers, Bernoulli(``exp(-gamma)``) for rational ``gamma`` by comparisons of
   uniform integers (Lemire's unbiased bounded integers). ``|Z| < 2^53`` (a failure has
-  probability below ``e^-4000``), so ``g Z`` is exact.
+  probability below ``e^-4000``), so ``g Z`` is exact. The samplers are scalar kernels, the
+  paper's pseudo-code line by line, compiled by numba (about 85 ns and 9.6 words per draw; plain
+  Python, about 4 us, where numba is off).
 * **Release.** ``round_g(x) + g Z`` is a point of the lattice; the float sum is that point
   correctly rounded (IEEE addition), a function of it alone: post-processing.
 
@@ -34,14 +36,19 @@ data: an over-count, never an under-count.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
+from types import SimpleNamespace
 
 import numpy as np
+
+from . import rng
 
 #: the lattice lies this many bits below the noise scale (Google's secure Laplace uses 2^40)
 LATTICE_BITS = 40
 _S_BITS = 52 - LATTICE_BITS          # lambda = t / 2^_S_BITS with t an integer below 2^53
 _MAX_K = 2000                        # Algorithm 1's counter; t * K must stay below 2^64
+_WORDS_EACH = 10                     # words a discrete Laplace reads on average: about 7.5
 
 Words = Callable[[int], np.ndarray]  # words(m): m fresh uniform uint64 words
 
@@ -60,63 +67,119 @@ def round_to(x: np.ndarray, g: np.ndarray) -> np.ndarray:
     return np.where(coarse, x, on)
 
 
-def uniform_below(words: Words, n: np.ndarray) -> np.ndarray:
-    """Uniform integers in ``[0, n)`` for each ``n`` (uint64, ``1 <= n < 2^64``), unbiased:
-    a word is kept if it is at least ``2^64 mod n`` (Lemire 2019), else redrawn."""
-    n = np.asarray(n, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        floor = (np.uint64(0) - n) % n                           # 2^64 mod n
-    w = words(n.size)
-    bad = np.flatnonzero(w < floor)
-    while bad.size:                                              # probability n / 2^64 each
-        w[bad] = words(bad.size)
-        bad = bad[w[bad] < floor[bad]]
-    return w % n
+# ---- the exact samplers: scalar kernels over a buffer of words ---------------------------------
+# Each reads words[pos], words[pos + 1], ... and returns (result, next pos), or pos -1 where the
+# buffer ran out. The driver then hands the unfinished element its own words again, followed by
+# fresh ones, so every element sees one unbroken stream and the buffer's end biases nothing. The
+# kernels are compiled by numba at first use (plain Python, slowly, where numba is off).
+_ONE, _TWO, _ALL = np.uint64(1), np.uint64(2), np.uint64(0xFFFFFFFFFFFFFFFF)
+_SIGN, _S = np.uint64(63), np.uint64(_S_BITS)
+_LIMIT = np.uint64(_MAX_K)
 
 
-def bernoulli_exp(words: Words, num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    """Bernoulli(``exp(-num / den)``) for integers ``0 <= num <= den``: Canonne, Kamath &
-    Steinke (2020), Algorithm 1: ``K = 1``; while Bernoulli(gamma / K): ``K += 1``; 1 iff K odd."""
-    num = np.asarray(num, dtype=np.uint64)
-    den = np.asarray(den, dtype=np.uint64)
-    k = np.ones(num.shape, dtype=np.uint64)
-    live = np.arange(num.size)
-    while live.size:
-        if int(k[live].max()) > _MAX_K:        # probability below 1 / 2000!
+def below(words: np.ndarray, pos: int, n):
+    """A uniform integer in ``[0, n)`` (``1 <= n < 2^64``, uint64) from ``words[pos:]``,
+    unbiased: a word is kept if it is at least ``2^64 mod n`` (Lemire 2019), else the next one is
+    read; ``(value, next pos)``."""
+    floor = (_ALL - n + _ONE) % n                                    # 2^64 mod n
+    while pos < words.size:
+        w = words[pos]
+        pos += 1
+        if w >= floor:
+            return w % n, pos
+    return np.uint64(0), -1
+
+
+def bernoulli_exp(words: np.ndarray, pos: int, num, den):
+    """Bernoulli(``exp(-num / den)``) for integers ``0 <= num <= den`` (uint64): Canonne, Kamath
+    & Steinke (2020), Algorithm 1: ``K = 1``; while Bernoulli(``gamma / K``): ``K += 1``; 1 iff K
+    odd; ``(bit, next pos)``."""
+    k = _ONE
+    while True:
+        if k > _LIMIT:                                               # probability below 1/2000!
             raise OverflowError("Bernoulli(exp(-gamma)) ran past its counter")
-        a = uniform_below(words, den[live] * k[live]) < num[live]
-        live = live[a]
-        k[live] += np.uint64(1)
-    return (k % np.uint64(2)) == 1
+        u, pos = below(words, pos, den * k)
+        if pos < 0:
+            return False, -1
+        if u >= num:
+            return k % _TWO == _ONE, pos
+        k += _ONE
+
+
+def _laplace_one(words: np.ndarray, pos: int, t):
+    """One discrete Laplace of parameter ``t / 2^12``: Canonne, Kamath & Steinke (2020),
+    Algorithm 2 with ``s = 2^12``; ``(z, next pos)``."""
+    while True:
+        u, pos = below(words, pos, t)                                # U ~ Unif{0..t-1}
+        if pos < 0:
+            return 0, -1
+        keep, pos = bernoulli_exp(words, pos, u, t)                  # D ~ Bern(exp(-U/t))
+        if pos < 0:
+            return 0, -1
+        if not keep:
+            continue
+        v = np.uint64(0)                                             # V ~ Geom(1 - e^-1)
+        while True:
+            more, pos = bernoulli_exp(words, pos, _ONE, _ONE)
+            if pos < 0:
+                return 0, -1
+            if not more:
+                break
+            v += _ONE
+        if pos >= words.size:
+            return 0, -1
+        minus = (words[pos] >> _SIGN) == _ONE                        # B ~ Bern(1/2)
+        pos += 1
+        y = (u + t * v) >> _S                                        # Y = floor(X / s)
+        if minus and y == 0:                                         # -0 is redrawn
+            continue
+        return (-np.int64(y) if minus else np.int64(y)), pos
+
+
+def _laplace_fill(t: np.ndarray, words: np.ndarray, out: np.ndarray, start: int):
+    """``out[i]`` for ``i = start, ...`` while the words last: ``(first unfinished i, words
+    used by the finished ones)``."""
+    pos, i = 0, start
+    while i < t.size:
+        z, nxt = _laplace_one(words, pos, t[i])
+        if nxt < 0:
+            return i, pos
+        out[i] = z
+        pos, i = nxt, i + 1
+    return i, pos
+
+
+_KERNELS = ("below", "bernoulli_exp", "_laplace_one", "_laplace_fill")    # callees first
+_compiled = False
+_compile_lock = threading.Lock()
+
+
+def kernels() -> SimpleNamespace:
+    """The scalar kernels (:func:`below`, :func:`bernoulli_exp`, the Laplace fill), compiled at
+    the first call (:func:`dpnet.rng.compile_kernel`)."""
+    global _compiled
+    with _compile_lock:
+        if not _compiled:
+            g = globals()
+            for name in _KERNELS:
+                g[name] = rng.compile_kernel(g[name])
+            _compiled = True
+    return SimpleNamespace(below=below, bernoulli_exp=bernoulli_exp, fill=_laplace_fill)
 
 
 def discrete_laplace(words: Words, t: np.ndarray) -> np.ndarray:
     """Discrete Laplace of parameter ``lambda = t / 2^12`` per element (``t`` integers below
     2^53): Canonne, Kamath & Steinke (2020), Algorithm 2 with ``s = 2^12``. int64."""
-    t = np.asarray(t, dtype=np.uint64)
-    out = np.zeros(t.shape, dtype=np.int64)
-    todo = np.arange(t.size)
-    one = np.uint64(1)
-    while todo.size:
-        tt = t[todo]
-        u = uniform_below(words, tt)                                 # U ~ Unif{0..t-1}
-        keep = bernoulli_exp(words, u, tt)                           # D ~ Bern(exp(-U/t))
-        rows, u, tt = todo[keep], u[keep], tt[keep]
-        v = np.zeros(rows.size, dtype=np.uint64)                     # V ~ Geom(1 - e^-1)
-        going = np.arange(rows.size)
-        while going.size:
-            ones = np.ones(going.size, np.uint64)
-            going = going[bernoulli_exp(words, ones, ones)]
-            v[going] += one
-        y = (u + tt * v) >> np.uint64(_S_BITS)                        # Y = floor(X / s)
-        minus = (words(rows.size) >> np.uint64(63)) == one           # B ~ Bern(1/2)
-        good = ~(minus & (y == 0))                                   # -0 is redrawn
-        y = y.astype(np.int64)
-        out[rows[good]] = np.where(minus[good], -y[good], y[good])
-        done = np.zeros(t.size, dtype=bool)
-        done[rows[good]] = True
-        todo = todo[~done[todo]]
-    return out
+    t = np.ascontiguousarray(t, dtype=np.uint64).reshape(-1)
+    out = np.zeros(t.size, dtype=np.int64)
+    fill = kernels().fill
+    buf, i = words(_WORDS_EACH * t.size + 64), 0
+    while True:
+        i, used = fill(t, buf, out, i)
+        if i == t.size:
+            return out
+        # the unfinished element reads its own words again, then fresh ones
+        buf = np.concatenate([buf[used:], words(_WORDS_EACH * (t.size - i) + 64)])
 
 
 def perturb_gaussian(x: np.ndarray, noise: np.ndarray, scale: np.ndarray,

@@ -170,6 +170,12 @@ def _njit(fn):
         return numba.njit(cache=False, nogil=True)(fn)
 
 
+def compile_kernel(fn):
+    """``fn`` compiled by numba as this module's kernels are (:func:`_njit`), or ``fn`` itself
+    where numba is off or missing: for other modules' scalar kernels (:mod:`dpnet.lattice`)."""
+    return _njit(fn)
+
+
 #: module global name -> plain function, compiled by :func:`_kernels_ready` in this order
 _KERNELS: dict[str, object] = {}
 _compiled: bool | None = None    # None: not tried yet; then whether the kernels are dispatchers
