@@ -195,3 +195,10 @@ def test_a_configuration_reads_your_libsvm_file_with_its_labels_as_minus_and_plu
                             "n_agents": 4, "how": "iid"})
     # labels 1 and 2 (mushrooms' convention) become -1 and +1, not two "positive" classes
     assert sorted(np.unique(p.b.numpy()).tolist()) == [-1.0, 1.0]
+
+
+def test_a_file_spec_with_facts_is_hashable_and_compares_them():
+    a = data.FileSpec("x", facts={"rows": 12})
+    assert hash(a) == hash(data.FileSpec("x", facts={"rows": 13}))
+    assert a == data.FileSpec("x", facts={"rows": 12}) != data.FileSpec("x", facts={"rows": 13})
+    assert len({a, data.FileSpec("x", facts={"rows": 12})}) == 1

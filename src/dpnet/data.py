@@ -89,7 +89,7 @@ class FileSpec:
     sha256: tuple[str, ...] = ()
     md5: tuple[str, ...] = ()
     content_md5: tuple[str, ...] = ()
-    facts: dict | None = None
+    facts: dict | None = field(default=None, hash=False)   # a dict: compared, not hashed
     text_sha256: tuple[str, ...] = ()
 
     @property
