@@ -291,10 +291,11 @@ def charge_repeated_releases(guarantee: PrivacyGuarantee, algorithm: Algorithm, 
     the iterations the failed attempt had already sent; ``counts[t]`` bounds how many times
     iteration t was sent (:meth:`dpnet.distributed.RankCheckpoints.release_counts`).
 
-    An algorithm whose steps are one mechanism repeated (:attr:`Algorithm.identical_steps`) is
-    accounted over ``sum(counts)`` steps. Otherwise the releases split into ``m = max(counts)``
-    layers, each a part of one run of the horizon, composed by basic composition: ``m`` times
-    the run's epsilon at ``delta / m`` (so the printed delta holds). A reproducible run needs none
+    An (epsilon, delta) guarantee of an algorithm whose steps are one mechanism repeated
+    (:attr:`Algorithm.identical_steps`) is recomputed over ``sum(counts)`` steps. Otherwise the
+    releases split into ``m = max(counts)`` layers, each a part of one run of the horizon,
+    composed by basic composition: ``m`` times the run's epsilon (a pure one with its lattice
+    slack), at ``delta / m`` each (so the printed delta holds). A reproducible run needs none
     of this: its re-executed iterations send the same bits."""
     counts = np.asarray(counts, dtype=np.int64)
     total, m = int(counts.sum()), int(counts.max(initial=1))
@@ -302,7 +303,8 @@ def charge_repeated_releases(guarantee: PrivacyGuarantee, algorithm: Algorithm, 
         return guarantee
     given = dict(privacy or {})
     try:
-        if algorithm.identical_steps:
+        # a pure guarantee may carry the lattice's slack, which a recomputed account lacks
+        if algorithm.identical_steps and guarantee.delta > 0:
             g = algorithm.privacy(problem, graph, iterations=total, **given)
             eps, per, how = g.epsilon, g.per_agent, f"accounted as {total} steps"
         else:
