@@ -50,14 +50,23 @@ resume = "auto"
 """
 
 
+#: what ``secret=True`` changes: the deployment's randomness, both messages noisy, and the
+#: gradient bound Theorem 3's account needs, so that the run has a finite epsilon
+SECRET = {'randomness = "reproducible"': 'randomness = "secret"',
+          "[distributed]": 'noise_y = { kind = "laplace", scale = 0.1, decay = 0.999 }\n'
+                           "[privacy]\ngradient_bound = 1.0\n[distributed]"}
+
+
 def write_config(folder: Path, iterations: int, every: int = 0, timeout: int = 20, n: int = 6,
-                 dim: int = 8) -> Path:
+                 dim: int = 8, secret: bool = False) -> Path:
     """:data:`CONFIG` as ``folder/run.toml``, checkpoints (every ``every`` iterations, 0: none)
-    in ``folder/ckpt``."""
+    in ``folder/ckpt``; ``secret``: with the changes of :data:`SECRET`."""
     path = Path(folder) / "run.toml"
-    path.write_text(CONFIG.format(iterations=iterations, log_every=max(1, iterations // 10),
-                                  timeout=timeout, ckpt=Path(folder) / "ckpt", every=every, n=n,
-                                  dim=dim))
+    text = CONFIG.format(iterations=iterations, log_every=max(1, iterations // 10),
+                         timeout=timeout, ckpt=Path(folder) / "ckpt", every=every, n=n, dim=dim)
+    for old, new in SECRET.items() if secret else ():
+        text = text.replace(old, new)
+    path.write_text(text)
     return path
 
 

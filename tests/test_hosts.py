@@ -5,6 +5,8 @@ changes the time, not the result. Skipped where the machine refuses namespaces (
 
 from __future__ import annotations
 
+import json
+import math
 import re
 import time
 from pathlib import Path
@@ -88,6 +90,43 @@ def test_a_killed_host_stops_the_others_and_the_rerun_resumes_to_the_same_result
         _same(H.history(tmp_path / "hosts"), ref)
         said = [log for _, log in results if "resuming from iteration" in log]
         assert len(said) == 1 and f"of {iterations}" in said[0]   # rank 0 says where it resumed
+
+
+def test_a_killed_secret_host_resumes_and_pays_for_what_went_out_twice(tmp_path):
+    """Secret randomness: the rerun draws fresh noise, so the iterations the killed attempt sent
+    after its last checkpoint go out twice. The ranks' release ledgers (leases fsynced before
+    sending, so a SIGKILL loses none) count them, and the printed epsilon is the layered charge:
+    DiaDSP's pure epsilon times the largest count, counted here from the ledger files."""
+    iterations, every = 6000, 200
+    config = H.write_config(tmp_path, iterations, every, timeout=20, secret=True)
+    assert cli.main(["run", str(config), "--out", str(tmp_path / "single"), "--quiet"]) == 0
+    alone = json.loads((tmp_path / "single" / "summary.json").read_text())["privacy"]
+    assert 0 < float(alone["epsilon"]) < math.inf
+    ckpt = tmp_path / "ckpt"
+    for stale in ckpt.glob("*"):                     # the single-process run's own checkpoints
+        stale.unlink()
+    with H.Hosts(3, tmp_path) as hosts:
+        job = hosts.dpnet_run(config, tmp_path / "hosts", "killed")
+        job.running(ckpt)
+        job.kill(2)
+        assert all(rc != 0 for rc, _ in job.wait(60))
+        rerun = hosts.dpnet_run(config, tmp_path / "hosts", "resumed")
+        _ok(rerun.wait(180))
+    counts = np.zeros((3, iterations), dtype=int)
+    for r in range(3):
+        for line in (ckpt / f"released.rank{r}-of-3.txt").read_text().split("\n")[:-1]:
+            a, b = map(int, line.split())
+            counts[r, a:min(b, iterations)] += 1
+    assert counts.min() == 1                         # every iteration went out, from every rank
+    layers = int(counts.max())
+    assert layers == 2                               # the killed attempt had passed its checkpoint
+    summary = json.loads((tmp_path / "hosts" / "summary.json").read_text())
+    assert summary["randomness"] == "secret"
+    printed = summary["privacy"]
+    assert float(printed["epsilon"]) == pytest.approx(layers * float(alone["epsilon"]),
+                                                      rel=1e-12)
+    again = int(counts.max(axis=0).sum()) - iterations
+    assert any(f"{again} iterations were sent again" in note for note in printed["notes"])
 
 
 def test_an_unplugged_host_is_silence_and_the_others_stop_after_the_timeout(tmp_path):
