@@ -532,6 +532,23 @@ def _secret_resume_job(ckpt_root):
                         resume=True, **kw)
         store = D.RankCheckpoints(f"{ckpt_root}/{name}", D.dist.get_rank(), 2, [0, 3, 6])
         out[name] = (whole.privacy, resumed.privacy, store.release_counts(14).tolist())
+    # a resume whose earlier attempts left no ledger: they may have sent up to the horizon
+    alg, privacy = cases["dp_sgd"]
+    kw = dict(split=split, timeout=30, checkpoint_every=4, privacy=privacy, log_every=14,
+              reference=None)
+    try:
+        D.run(alg, problem, graph, 14, checkpoint_dir=f"{ckpt_root}/lost", callback=_Stop(11),
+              **kw)
+    except RuntimeError:
+        pass
+    D.dist.barrier()
+    if D.dist.get_rank() == 0:
+        for ledger in os.listdir(f"{ckpt_root}/lost"):
+            if ledger.startswith("released."):
+                os.remove(f"{ckpt_root}/lost/{ledger}")
+    D.dist.barrier()
+    out["lost"] = D.run(alg, problem, graph, 14, checkpoint_dir=f"{ckpt_root}/lost",
+                        resume=True, **kw).privacy
     return out
 
 
@@ -539,7 +556,8 @@ def test_a_resumed_secret_run_charges_the_iterations_it_sent_twice(tmp_path):
     """Leases of 4 iterations written before sending: the failed attempt leased [0, 12), the
     resumed one [8, 14), so iterations 8-11 went out twice (fresh noise). DP-SGD's identical
     steps are accounted as 18 steps; DiaDSP's decaying Laplace releases as two layers of one run
-    (twice the pure epsilon, lattice slack included). A run without a fault is charged nothing."""
+    (twice the pure epsilon, lattice slack included). A run without a fault is charged nothing;
+    a resume whose earlier ledger is gone is charged as if it had sent up to the horizon."""
     outcomes = [o.unwrap() for o in D.launch(_secret_resume_job, 2, str(tmp_path), timeout=60)]
     n, _, und = LAYOUTS[2]
     problem, graph = _samples(n), und(n)
@@ -558,3 +576,8 @@ def test_a_resumed_secret_run_charges_the_iterations_it_sent_twice(tmp_path):
         assert resumed.epsilon == pytest.approx(2 * whole.epsilon, rel=1e-12)
         assert any("2 layers" in note for note in resumed.notes)
         assert not any("sent again" in note for note in whole.notes)
+        # no ledger of the attempt before checkpoint 8: iterations 8-13 counted twice
+        lost = out["lost"]
+        assert lost.epsilon == pytest.approx(
+            dp_sgd.privacy(problem, graph, 20, delta=1e-5).epsilon, rel=1e-12)
+        assert any("6 iterations were sent again" in note for note in lost.notes)

@@ -304,11 +304,17 @@ def test_a_secret_gaussian_release_without_a_floor_stays_float_and_the_guarantee
     assert not any("rounded to a power-of-two lattice" in n for n in res.privacy.notes)
 
 
-def test_a_floor_the_run_cannot_know_leaves_float_releases_and_no_guarantee():
-    """DO-ADP with an l2 clip and no gradient_bound: neither the floor nor the account exists."""
+def test_a_floor_the_run_cannot_know_leaves_float_releases_and_no_guarantee(monkeypatch):
+    """DO-ADP with an l2 clip and no gradient_bound: neither the floor nor the account exists;
+    given G, the same run releases on the lattice at G's floor."""
     alg = algorithms.DOADP(0.05, 0.4, 0.3, sigma=0.2, clip=1.0)
+    seen = _spy(monkeypatch)
     res = dpnet.run(alg, _logistic(), graphs.ring(4), 3, randomness="secret")
-    assert not res.privacy.is_private
+    assert seen == [] and res.privacy.epsilon == np.inf
+    res = dpnet.run(alg, _logistic(), graphs.ring(4), 3, randomness="secret",
+                    privacy={"gradient_bound": 0.8, "accountant": "pld", "delta": 1e-5})
+    assert len(seen) == 3                             # G sqrt(k/d) / B, k = d, B = 1: G
+    assert {floor for *_, floor, _ in seen} == {0.8}
 
 
 def _distributed_secret():

@@ -607,6 +607,12 @@ def run(algorithm, problem, graph: Graph, iterations: int, *, split: Sequence[in
     if randomness == "secret" and store is not None:
         counts = np.max(net._all_gather_object(store.release_counts(iterations),
                                                "counting the iterations sent"), axis=0)
+        k0 = int(snapshot["iteration"]) if snapshot is not None else 0
+        if not counts[:k0].all():
+            # the ledger of the attempts before the checkpoint is gone (deleted, or written by
+            # an older dpnet): they may have sent every later iteration too
+            counts[:k0] = np.maximum(counts[:k0], 1)
+            counts[k0:] += 1
         res = dataclasses.replace(res, privacy=runner.charge_repeated_releases(
             res.privacy, algorithm, problem, graph, iterations, counts, kwargs.get("privacy")))
     net.close()

@@ -156,13 +156,11 @@ _compile_lock = threading.Lock()
 
 def kernels() -> SimpleNamespace:
     """The scalar kernels (:func:`below`, :func:`bernoulli_exp`, the Laplace fill), compiled at
-    the first call (:func:`dpnet.rng.compile_kernel`)."""
+    the first call (:func:`dpnet.rng.compile_in`; plain Python where numba is off)."""
     global _compiled
     with _compile_lock:
         if not _compiled:
-            g = globals()
-            for name in _KERNELS:
-                g[name] = rng.compile_kernel(g[name])
+            rng.compile_in(globals(), _KERNELS)
             _compiled = True
     return SimpleNamespace(below=below, bernoulli_exp=bernoulli_exp, fill=_laplace_fill)
 

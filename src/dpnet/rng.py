@@ -170,10 +170,16 @@ def _njit(fn):
         return numba.njit(cache=False, nogil=True)(fn)
 
 
-def compile_kernel(fn):
-    """``fn`` compiled by numba as this module's kernels are (:func:`_njit`), or ``fn`` itself
-    where numba is off or missing: for other modules' scalar kernels (:mod:`dpnet.lattice`)."""
-    return _njit(fn)
+def compile_in(namespace: dict, names) -> bool:
+    """Replace ``namespace[name]`` (a module's globals) by its numba dispatcher (:func:`_njit`)
+    for each of ``names``, in order (callees first, so that a kernel compiled later finds
+    dispatchers in the globals it calls); False, changing nothing, where numba is off or missing.
+    This module's kernels and :mod:`dpnet.lattice`'s are compiled so."""
+    if _numba_module() is None:
+        return False
+    for name in names:
+        namespace[name] = _njit(namespace[name])
+    return True
 
 
 #: module global name -> plain function, compiled by :func:`_kernels_ready` in this order
@@ -196,14 +202,8 @@ def _kernels_ready() -> bool:
     if _compiled is not None:
         return _compiled
     with _compile_lock:
-        if _compiled is None:
-            if _numba_module() is None:
-                _compiled = False
-            else:
-                g = globals()
-                for name, fn in _KERNELS.items():
-                    g[name] = _njit(fn)
-                _compiled = True
+        if _compiled is None:    # each registered global is still its plain function
+            _compiled = compile_in(globals(), _KERNELS)
     return _compiled
 
 

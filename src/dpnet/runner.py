@@ -59,7 +59,7 @@ from .algorithms.base import available as algorithms_available
 from .errors import NonFiniteError, ParameterError, UnknownNameError, positive_int
 from .graphs import Graph, GraphSchedule
 from .network import BitLedger, Network, Transcript
-from .privacy.assumptions import ASSUMPTIONS, Assumptions
+from .privacy.accountants import split_constants
 from .privacy.guarantee import PrivacyGuarantee
 from .problems.base import Problem, canonical_device, ranges_text
 from .problems.neural import NeuralProblem
@@ -236,10 +236,9 @@ def _lattice_floor(algorithm: Algorithm, problem: Problem, graph, iterations: in
     """The per-iteration sensitivity floors of a secret run's Gaussian releases
     (:meth:`Algorithm.lattice_floor`) under the assumptions the run's account is given, or None
     and why not."""
-    given = privacy or {}
-    try:
-        facts = Assumptions.of(given.get("assumptions"),
-                               **{k: v for k, v in given.items() if k in ASSUMPTIONS})
+    rest = {k: v for k, v in (privacy or {}).items() if k not in ("assumptions", "accountant")}
+    try:   # the accountant's own options are checked where the account is computed
+        facts, _ = split_constants((privacy or {}).get("assumptions"), rest, tuple(rest))
         floor = algorithm.lattice_floor(problem, graph, iterations, facts)
     except (ParameterError, UnknownNameError) as err:
         return None, f"its sensitivity is not known at the run's start ({err})"
